@@ -1,0 +1,29 @@
+// The `zipmoe` subcommands. Each takes its arguments (after the subcommand name) and returns the
+// process exit status; errors are thrown as zipmoe::Error and reported by main().
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace zipmoe::cli {
+
+using Args = std::vector<std::string>;
+
+int runConvert(const Args& args);     // convert HF_DIR OUT_DIR [--codec C] [--level N] [--shards K]
+int runInspect(const Args& args);     // inspect STORE
+int runVerify(const Args& args);      // verify STORE HF_DIR
+int runMakeModel(const Args& args);   // make-model --family F --preset P [--layers N] ... OUT_DIR
+int runBenchCodec(const Args& args);  // bench codec STORE
+int runInfo(const Args& args);        // info: build and CPU facts
+
+// Small argument helpers shared by the commands.
+// Removes "--name VALUE" (or "--name=VALUE") from args and returns VALUE; throws when VALUE is missing.
+bool takeOption(Args& args, const std::string& name, std::string& value);
+bool takeFlag(Args& args, const std::string& name);
+// Parses an integer option value; throws zipmoe::Error naming the option and the text.
+long long parseInteger(const std::string& option, const std::string& text);
+double parseNumber(const std::string& option, const std::string& text);
+// Throws when unknown options remain or the positional count is wrong.
+void expectPositionals(const Args& args, size_t count, const std::string& usage);
+
+}  // namespace zipmoe::cli

@@ -1,0 +1,16 @@
+// Internal: constructors of the concrete exponent codecs (use makeCodec() from the public header).
+#pragma once
+
+#include <memory>
+
+#include "zipmoe/exponent_codec.h"
+
+namespace zipmoe::detail {
+
+std::unique_ptr<ExponentCodec> makeRawCodec();
+std::unique_ptr<ExponentCodec> makeHuffmanCodec();
+std::unique_ptr<ExponentCodec> makeLz4Codec(int acceleration);  // lz4 fast mode, acceleration ≥ 1
+std::unique_ptr<ExponentCodec> makeLz4HcCodec(int level);       // 1..12
+std::unique_ptr<ExponentCodec> makeZstdCodec(int level);        // 1..22 (negative: fast modes)
+
+}  // namespace zipmoe::detail

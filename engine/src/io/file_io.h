@@ -1,0 +1,70 @@
+// Internal: thin, checked wrappers over POSIX file I/O, and page-aligned buffers for O_DIRECT.
+//
+// Every failure throws zipmoe::Error naming the file, the operation and the offset. Short reads and
+// EINTR are handled; a read that hits end-of-file early is reported as truncation.
+// Thread-safety: FileHandle is move-only; pread/pwrite on one handle may run concurrently.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace zipmoe::io {
+
+class FileHandle {
+ public:
+  FileHandle() = default;
+  // Opens with open(2) flags; throws zipmoe::Error naming the path.
+  FileHandle(const std::filesystem::path& path, int flags, int mode = 0644);
+  ~FileHandle();
+  FileHandle(FileHandle&& other) noexcept;
+  FileHandle& operator=(FileHandle&& other) noexcept;
+  FileHandle(const FileHandle&) = delete;
+  FileHandle& operator=(const FileHandle&) = delete;
+
+  int fd() const { return fd_; }
+  bool isOpen() const { return fd_ >= 0; }
+  const std::filesystem::path& path() const { return path_; }
+  uint64_t size() const;
+  // Reads exactly `length` bytes at `offset`; throws on error or end-of-file.
+  void readExact(void* dst, size_t length, uint64_t offset) const;
+  // Writes all bytes at the current position / at `offset`.
+  void writeAll(const void* src, size_t length);
+  void writeAllAt(const void* src, size_t length, uint64_t offset);
+  void sync();
+  void close();  // closes, reporting errors (a failed close can mean lost writes)
+
+ private:
+  int fd_ = -1;
+  std::filesystem::path path_;
+};
+
+// Reads a whole (small) file into a string; throws naming the path.
+std::string readTextFile(const std::filesystem::path& path);
+// Writes a file atomically: PATH.tmp, fsync, rename, fsync of the directory.
+void writeFileAtomically(const std::filesystem::path& path, const std::string& contents);
+void syncDirectory(const std::filesystem::path& dir);
+
+struct FreeDeleter {
+  void operator()(void* p) const;
+};
+// A zero-initialised buffer whose start and size are multiples of `alignment` (4 KiB for O_DIRECT).
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(size_t size, size_t alignment = 4096);
+  uint8_t* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  // Grows (never shrinks) to at least `size` bytes; contents are not preserved.
+  void reserve(size_t size);
+
+ private:
+  std::unique_ptr<uint8_t, FreeDeleter> data_;
+  size_t size_ = 0, alignment_ = 4096;
+};
+
+inline uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace zipmoe::io

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs what is needed, builds everything with warnings as errors, and runs every test:
+#   1. the full build (engine, CLI, QtTest suites) under CTest;
+#   2. the engine tests again in an AddressSanitizer + UndefinedBehaviorSanitizer build;
+#   3. a short libFuzzer run of the store-manifest and safetensors-header parsers.
+# Exits non-zero when anything fails. ZIPMOE_FUZZ_SECONDS sets the fuzzing time per target.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$root/scripts/deps.sh"
+zipmoe_install_packages "${ZIPMOE_APT_PACKAGES[@]}" "${ZIPMOE_TEST_PACKAGES[@]}"
+jobs="$(zipmoe_jobs)"
+export QT_QPA_PLATFORM=offscreen
+
+echo "== [1/3] build and test (warnings are errors)"
+cmake -S "$root" -B "$root/build-test" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
+cmake --build "$root/build-test" -j "$jobs"
+ctest --test-dir "$root/build-test" --output-on-failure -j "$jobs"
+
+echo "== [2/3] engine tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+cmake -S "$root" -B "$root/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZIPMOE_SANITIZE=ON \
+  -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
+engine_tests=$(grep -o 'zipmoe_add_test(test_[a-z0-9_]*' "$root/tests/CMakeLists.txt" | sed 's/zipmoe_add_test(//' \
+  | grep -v '^test_cli$')
+# shellcheck disable=SC2086
+cmake --build "$root/build-asan" -j "$jobs" --target $engine_tests
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir "$root/build-asan" --output-on-failure -j "$jobs" -E '^test_cli$'
+
+echo "== [3/3] fuzzing (libFuzzer + ASan/UBSan)"
+cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_FUZZ=ON \
+  -DZIPMOE_WITH_QT=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+cmake --build "$root/build-fuzz" -j "$jobs" --target fuzz_manifest fuzz_safetensors_header fuzz_chunk_decode
+seconds="${ZIPMOE_FUZZ_SECONDS:-45}"
+for target in fuzz_manifest fuzz_safetensors_header fuzz_chunk_decode; do
+  corpus="$root/build-fuzz/corpus-$target"
+  mkdir -p "$corpus"
+  cp -n "$root/tests/fuzz/seeds/$target"/* "$corpus"/ 2>/dev/null || true
+  echo "-- $target: ${seconds}s"
+  "$root/build-fuzz/tests/fuzz/$target" -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
+    "$corpus" 2>&1 | tail -n 4
+done
+echo "all tests passed"
