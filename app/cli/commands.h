@@ -15,6 +15,9 @@ int runVerify(const Args& args);      // verify STORE HF_DIR
 int runMakeModel(const Args& args);   // make-model --family F --preset P [--layers N] ... OUT_DIR
 int runBenchCodec(const Args& args);  // bench codec STORE
 int runInfo(const Args& args);        // info: build and CPU facts
+int runGenerate(const Args& args);    // generate MODEL --prompt TEXT [sampling options]
+int runChat(const Args& args);        // chat MODEL [sampling options]: interactive
+int runTrainDemo(const Args& args);   // train-demo --corpus FILE --out DIR [--steps N] ...
 
 // Small argument helpers shared by the commands.
 // Removes "--name VALUE" (or "--name=VALUE") from args and returns VALUE; throws when VALUE is missing.

@@ -1,4 +1,5 @@
-// `zipmoe` — the command-line face of the engine: convert, inspect, verify, make-model, bench, info.
+// `zipmoe` — the command-line face of the engine: convert, inspect, verify, make-model, bench, info,
+// generate, chat.
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -72,8 +73,15 @@ constexpr const char* kUsage =
     "  make-model --family F --preset P OUT_DIR   write a test model (HF directory) of any family\n"
     "  bench codec STORE                      compare exponent codecs on a store's expert tensors\n"
     "  info                                   build and CPU facts\n"
+    "  generate MODEL --prompt TEXT [OPTIONS] generate a reply (chat template applied unless --raw)\n"
+    "  chat MODEL [OPTIONS]                   interactive chat on stdin (/exit, /reset, /system TEXT)\n"
+    "  train-demo --corpus FILE --out DIR     train the demo MoE model (BPE + Mixtral) on a corpus\n"
     "\n"
-    "codecs: huffman (default), zstd[:LEVEL], lz4[:ACCEL], lz4hc[:LEVEL], raw\n";
+    "codecs: huffman (default), zstd[:LEVEL], lz4[:ACCEL], lz4hc[:LEVEL], raw\n"
+    "\n"
+    "generate/chat OPTIONS: [--system TEXT] [--raw] [--max-tokens N] [--temperature T] [--top-k K]\n"
+    "  [--top-p P] [--min-p P] [--repetition-penalty R] [--seed S] [--stop STR]... [--dtype auto|bf16|fp32]\n"
+    "  [--threads N]; MODEL is an HF directory or a ZipMoE store\n";
 
 int dispatch(const std::string& command, Args args) {
   if (command == "convert") return runConvert(args);
@@ -81,6 +89,9 @@ int dispatch(const std::string& command, Args args) {
   if (command == "verify") return runVerify(args);
   if (command == "make-model") return runMakeModel(args);
   if (command == "info") return runInfo(args);
+  if (command == "generate") return runGenerate(args);
+  if (command == "chat") return runChat(args);
+  if (command == "train-demo") return runTrainDemo(args);
   if (command == "bench") {
     if (args.empty() || args[0] != "codec") throw Error("usage: zipmoe bench codec STORE");
     args.erase(args.begin());

@@ -20,6 +20,8 @@ const std::atomic<bool>* installInterruptHandler() {
   return &gInterrupted;
 }
 
+void resetInterrupt() { gInterrupted.store(false); }
+
 TerminalProgress::TerminalProgress(std::string label)
     : label_(std::move(label)), enabled_(::isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
 

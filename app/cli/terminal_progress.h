@@ -26,5 +26,7 @@ class TerminalProgress {
 
 // Set by SIGINT/SIGTERM while a long command runs; commands pass it as their cancel flag.
 const std::atomic<bool>* installInterruptHandler();
+// Clears the flag, so that one command can be interrupted more than once (a chat, reply by reply).
+void resetInterrupt();
 
 }  // namespace zipmoe::cli

@@ -57,6 +57,40 @@ class TestCli : public QObject {
     QVERIFY(r.out.contains("libtorch"));
   }
 
+  void generateAndChatStreamAndReportTimings() {
+    TempDir tmp;
+    Run r = runCli({"make-model", "--family", "qwen2_moe", "--preset", "tiny", path(tmp / "hf")});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    r = runCli({"convert", path(tmp / "hf"), path(tmp / "store")});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    for (const char* model : {"hf", "store"}) {
+      r = runCli({"generate", path(tmp / model), "--prompt", "Hello", "--max-tokens", "5", "--temperature", "0"});
+      QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+      QVERIFY2(r.err.contains("time to first token") && r.err.contains("time per output token"), qPrintable(r.err));
+    }
+    QProcess chat;
+    chat.start(ZIPMOE_CLI_PATH, {"chat", path(tmp / "store"), "--max-tokens", "4"});
+    QVERIFY(chat.waitForStarted());
+    chat.write("Hi there\n/reset\nAgain\n/exit\n");
+    chat.closeWriteChannel();
+    QVERIFY(chat.waitForFinished(120000));
+    QCOMPARE(chat.exitCode(), 0);
+    const QString err = QString::fromUtf8(chat.readAllStandardError());
+    QCOMPARE(err.count("time to first token"), 2);
+
+    r = runCli({"generate", path(tmp / "hf"), "--prompt", ""});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("--prompt is empty"), qPrintable(r.err));
+    r = runCli({"generate", path(tmp / "hf"), "--prompt", "x", "--temperature", "-1"});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("temperature"), qPrintable(r.err));
+    r = runCli({"make-model", "--family", "switch_transformers", "--preset", "tiny", path(tmp / "t5")});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    r = runCli({"generate", path(tmp / "t5"), "--prompt", "x"});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("switch_transformers") && r.err.contains("mixtral"), qPrintable(r.err));
+  }
+
   void badInvocationsExplainThemselves() {
     TempDir tmp;
     Run r = runCli({"frobnicate"});

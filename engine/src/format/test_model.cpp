@@ -23,10 +23,6 @@
 
 namespace zipmoe {
 
-// Generates from an explicit config (the CLI's --config); the preset overload calls it.
-uint64_t generateTestModel(const std::filesystem::path& outDir, const nlohmann::json& config,
-                           const TestModelOptions& options);
-
 namespace {
 
 constexpr size_t kChunkWeights = size_t{1} << 20;

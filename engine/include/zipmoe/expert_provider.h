@@ -1,0 +1,58 @@
+// ExpertProvider — the one narrow interface through which the model gets routed-expert weights.
+//
+// For each MoE layer, once the router has chosen, the model calls acquire(layer, requests) with the
+// experts it needs and how many tokens each serves, then calls next() repeatedly: each call blocks
+// until one more requested expert's weights are ready (in whatever order the provider finishes them)
+// and the model computes that expert at once. Weights are BF16 row-major [out, in] buffers, one per
+// expert tensor kind in the family's store order (e.g. gate_proj, up_proj, down_proj), and stay valid
+// until the ExpertBatch is destroyed. The resident provider has everything in memory; the ZipMoE
+// runtime and the offloading baselines implement the same interface with weights arriving from I/O,
+// decompression and recovery threads.
+// Thread-safety: one acquire() at a time per provider (the model's thread); an ExpertBatch is used
+// by the thread that acquired it. Cost: resident — none; others — see the runtime.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace zipmoe {
+
+class Store;
+
+struct ExpertRequest {
+  int expert = 0;
+  int tokens = 0;  // tokens routed to it in this step (drives scheduling priority)
+};
+
+struct ReadyExpert {
+  int expert = 0;
+  std::vector<const uint16_t*> tensors;  // BF16 words, one per kind, each [rows × cols] row-major
+};
+
+class ExpertBatch {
+ public:
+  virtual ~ExpertBatch() = default;
+  // Blocks until another requested expert is ready; std::nullopt once every one has been returned.
+  // Throws zipmoe::Error if an expert could not be loaded (the batch is then finished).
+  virtual std::optional<ReadyExpert> next() = 0;
+};
+
+class ExpertProvider {
+ public:
+  virtual ~ExpertProvider() = default;
+  // `layer` is the MoE layer index (0 .. number of MoE layers − 1).
+  virtual std::unique_ptr<ExpertBatch> acquire(int layer, std::span<const ExpertRequest> requests) = 0;
+  virtual int numLayers() const = 0;
+  virtual int numExperts() const = 0;
+  // Shape [rows, cols] of tensor kind `kind` (the same for every expert of a model).
+  virtual std::pair<int64_t, int64_t> tensorShape(int kind) const = 0;
+};
+
+// Every expert of every layer in memory (BF16), loaded from an HF directory or a ZipMoE store.
+std::unique_ptr<ExpertProvider> makeResidentExperts(const std::filesystem::path& modelDir);
+
+}  // namespace zipmoe

@@ -1,0 +1,58 @@
+// MoeModel — the forward pass of a decoder-only MoE model in libtorch, with per-sequence KV caches.
+//
+// Loads an HF directory (config.json + safetensors) or a ZipMoE store (manifest.json). Dense weights
+// are held in memory; routed experts come through an ExpertProvider (all resident by default; the
+// ZipMoE runtime plugs in the same way). Families: mixtral, qwen2_moe (shared expert with its sigmoid
+// gate), qwen3_moe, olmoe (grouped-query attention, RoPE, RMSNorm, each family's top-k rule) and
+// deepseek_v2 (MLA with the compressed KV cache, YaRN, shared experts, dense first layers, greedy or
+// group-limited routing). Computes in BF16 where the CPU has native BF16 support, fp32 otherwise
+// (ModelOptions can force fp32). Results match Hugging Face transformers (tests compare logits
+// against fixtures it produced).
+// Thread-safety: one thread drives a model (forward is not re-entrant). Cost: see docs/.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zipmoe/expert_provider.h"
+#include "zipmoe/model_config.h"
+
+namespace zipmoe {
+
+enum class ComputeDtype { Auto, BFloat16, Float32 };
+
+struct ModelOptions {
+  ComputeDtype dtype = ComputeDtype::Auto;
+  int threads = 0;                          // intra-op threads; 0 = libtorch's default
+  std::shared_ptr<ExpertProvider> experts;  // null = every expert resident, loaded from the model dir
+};
+
+class MoeModel {
+ public:
+  // Throws zipmoe::Error naming the file and field for a bad config, missing or mis-shaped tensor.
+  static std::unique_ptr<MoeModel> load(const std::filesystem::path& dir, const ModelOptions& options = {});
+  virtual ~MoeModel() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  virtual ComputeDtype computeDtype() const = 0;  // BFloat16 or Float32, never Auto
+
+  using SequenceId = int;
+  virtual SequenceId addSequence() = 0;
+  virtual void removeSequence(SequenceId seq) = 0;
+  virtual int64_t sequenceLength(SequenceId seq) const = 0;
+
+  struct Step {
+    SequenceId seq = 0;
+    std::vector<int32_t> tokens;  // appended to the sequence (prefill: many; decode: one)
+  };
+  // Runs the steps together (a batch of sequences) and returns per step the logits (vocab floats)
+  // after its last token, or after every token when allPositions is set (tokens × vocab).
+  // Throws zipmoe::Error for an empty step, an unknown sequence, a token id outside the vocabulary or
+  // a sequence that would exceed the context window (max_position_embeddings).
+  virtual std::vector<std::vector<float>> forward(const std::vector<Step>& steps, bool allPositions = false) = 0;
+};
+
+}  // namespace zipmoe

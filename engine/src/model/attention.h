@@ -1,0 +1,55 @@
+// Attention layers of the forward pass (internal): the common interface, causal attention over a
+// sequence's cache, and grouped-query attention for mixtral / qwen2_moe / qwen3_moe / olmoe.
+//
+// A layer processes the tokens of a whole forward at once: x is [N, hidden] for every step of the
+// batch concatenated; projections run on all N rows together, rotary embeddings per row (each row
+// has its own position), and attention itself per segment (one sequence's new tokens against its
+// own cache). Following transformers' eager attention: scores = q·kᵀ × scale in the compute dtype,
+// causal masking, softmax in fp32 cast back, then × v. GQA follows repeat_kv's grouping (query head
+// h uses key/value head h / (heads / kv_heads)). Family details: qwen2_moe q/k/v biases; qwen3_moe
+// per-head RMSNorm of q and k before RoPE; olmoe RMSNorm over the whole q / k projections, then
+// clip_qkv clamping of q, k and v.
+// Thread-safety: a layer is immutable; forward writes only the segments' caches. Cost: projections
+// O(N × hidden × width); attention O(n × T × heads × head_dim) per segment.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "model/kv_cache.h"
+#include "model/rope.h"
+#include "zipmoe/model_config.h"
+
+namespace zipmoe {
+
+class WeightLoader;
+
+struct AttentionSegment {
+  int64_t offset = 0;  // first row in x
+  int64_t count = 0;   // rows (new tokens)
+  int64_t past = 0;    // tokens already cached
+  GrowingTensor* first = nullptr;
+  GrowingTensor* second = nullptr;
+};
+
+class AttentionLayer {
+ public:
+  virtual ~AttentionLayer() = default;
+  // x: [N, hidden]; positions: int64 [N]. Returns [N, hidden].
+  virtual at::Tensor forward(const at::Tensor& x, const at::Tensor& positions,
+                             const std::vector<AttentionSegment>& segments) const = 0;
+  // Empty cache tensors of the right shapes for one sequence.
+  virtual std::pair<GrowingTensor, GrowingTensor> makeCache() const = 0;
+};
+
+// q: [heads, n, d]; k: [heads or kvHeads, T, d]; v: [.., T, dv]; the n queries sit at positions
+// T - n .. T - 1. Returns [n, heads × dv].
+at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale);
+
+std::unique_ptr<AttentionLayer> makeGqaAttention(const ModelConfig& config, const WeightLoader& weights,
+                                                 const std::string& prefix, at::ScalarType dtype);
+
+}  // namespace zipmoe

@@ -1,0 +1,41 @@
+// KvCache — the per-sequence attention cache: for every layer two growable tensors.
+//
+// Internal to the forward pass. For grouped-query attention the pair is (keys, values), each
+// [kvHeads, capacity, headDim] with time along dimension 1; for MLA it is (compressed latent after
+// kv_a_layernorm [capacity, kv_lora_rank], rotated rope key [capacity, qk_rope_head_dim]) with time
+// along dimension 0. Capacity doubles when exceeded, so appends are amortised O(1) per token. Rows
+// past the committed length may be written by a forward that is later abandoned (an exception): the
+// sequence's length is only advanced once a forward completes, so such rows are simply overwritten.
+// Thread-safety: none; owned by the model's thread. Cost: the cache's bytes; a grow copies once.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+namespace zipmoe {
+
+class GrowingTensor {
+ public:
+  GrowingTensor() = default;
+  GrowingTensor(std::vector<int64_t> rowShape, int timeDim, at::ScalarType dtype)
+      : rowShape_(std::move(rowShape)), timeDim_(timeDim), dtype_(dtype) {}
+  // Writes `rows` (time along timeDim) at time offset `start`, growing as needed; returns the view of
+  // times [0, start + rows).
+  at::Tensor writeAndView(int64_t start, const at::Tensor& rows);
+
+ private:
+  std::vector<int64_t> rowShape_;  // the shape with the time dimension set to 0
+  int timeDim_ = 0;
+  at::ScalarType dtype_ = at::kFloat;
+  at::Tensor buffer_;
+  int64_t capacity_ = 0;
+};
+
+struct KvCache {
+  std::vector<GrowingTensor> first, second;  // per layer
+  int64_t length = 0;                        // committed tokens
+};
+
+}  // namespace zipmoe

@@ -1,0 +1,128 @@
+// Dense MLP and MoE block (see moe_model_ffn.h). Thread-safety: immutable. Cost: see header.
+#include "model/moe_model_ffn.h"
+
+#include <vector>
+
+#include "model/moe_model_ops.h"
+#include "model/weights.h"
+#include "zipmoe/error.h"
+
+namespace zipmoe {
+namespace {
+
+struct Mlp {
+  at::Tensor gate, up, down;
+  Mlp() = default;
+  Mlp(const WeightLoader& w, const std::string& p, int64_t hidden, int64_t width, at::ScalarType dtype)
+      : gate(w.load(p + "gate_proj.weight", {width, hidden}, dtype)),
+        up(w.load(p + "up_proj.weight", {width, hidden}, dtype)),
+        down(w.load(p + "down_proj.weight", {hidden, width}, dtype)) {}
+  at::Tensor operator()(const at::Tensor& x) const { return gatedMlp(x, gate, up, down); }
+};
+
+class DenseMlp : public FeedForward {
+ public:
+  DenseMlp(const ModelConfig& c, const WeightLoader& w, const std::string& p, at::ScalarType dtype)
+      : mlp_(w, p, c.hiddenSize, c.intermediateSize, dtype) {}
+  at::Tensor forward(const at::Tensor& x) const override { return mlp_(x); }
+
+ private:
+  Mlp mlp_;
+};
+
+class MoeBlock : public FeedForward {
+ public:
+  MoeBlock(const ModelConfig& c, const WeightLoader& w, const std::string& p, at::ScalarType dtype, int moeLayer,
+           ExpertProvider& experts)
+      : c_(c), dtype_(dtype), moeLayer_(moeLayer), experts_(experts),
+        router_(c, w, p + (c.family == ModelFamily::Mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight"),
+                dtype) {
+    if (c.sharedExpertIntermediateSize > 0) {
+      const std::string sp = p + (c.family == ModelFamily::Qwen2Moe ? "mlp.shared_expert." : "mlp.shared_experts.");
+      shared_ = Mlp(w, sp, c.hiddenSize, c.sharedExpertIntermediateSize, dtype);
+      if (c.sharedExpertGated) sharedGate_ = w.load(p + "mlp.shared_expert_gate.weight", {1, c.hiddenSize}, dtype);
+    }
+  }
+
+  at::Tensor forward(const at::Tensor& x) const override {
+    const int64_t n = x.size(0), k = c_.numExpertsPerTok, hidden = c_.hiddenSize;
+    const Routing routing = router_.route(x);
+    // Flat slot s = token × k + j; group the slots by expert.
+    const at::Tensor flatExperts = routing.experts.reshape({-1}).contiguous();
+    const int64_t* chosen = flatExperts.data_ptr<int64_t>();
+    std::vector<std::vector<int64_t>> slots(static_cast<size_t>(c_.numExperts));
+    for (int64_t s = 0; s < n * k; ++s) slots[static_cast<size_t>(chosen[s])].push_back(s);
+    std::vector<ExpertRequest> requests;
+    for (int e = 0; e < c_.numExperts; ++e)
+      if (!slots[static_cast<size_t>(e)].empty())
+        requests.push_back({e, static_cast<int>(slots[static_cast<size_t>(e)].size())});
+
+    const at::Tensor flatWeights = routing.weights.reshape({-1});
+    at::Tensor contributions = at::empty({n * k, hidden}, x.options());
+    std::vector<bool> done(static_cast<size_t>(c_.numExperts), false);
+    size_t received = 0;
+    const auto batch = experts_.acquire(moeLayer_, requests);
+    while (auto ready = batch->next()) {
+      const int e = ready->expert;
+      if (e < 0 || e >= c_.numExperts || slots[static_cast<size_t>(e)].empty() || done[static_cast<size_t>(e)])
+        throw Error("MoE layer " + std::to_string(moeLayer_) + ": the expert provider returned expert " +
+                    std::to_string(e) + ", which was not requested or was already returned");
+      if (ready->tensors.size() != 3)
+        throw Error("MoE layer " + std::to_string(moeLayer_) + ": expert " + std::to_string(e) + " came with " +
+                    std::to_string(ready->tensors.size()) + " tensors, expected 3");
+      done[static_cast<size_t>(e)] = true;
+      ++received;
+      auto& list = slots[static_cast<size_t>(e)];
+      const at::Tensor slotIndex = at::from_blob(list.data(), {static_cast<int64_t>(list.size())}, at::kLong);
+      const at::Tensor rows = x.index_select(0, at::floor_divide(slotIndex, k));
+      const at::Tensor out = gatedMlp(rows, wrap(ready->tensors[0], c_.moeIntermediateSize, hidden),
+                                      wrap(ready->tensors[1], c_.moeIntermediateSize, hidden),
+                                      wrap(ready->tensors[2], hidden, c_.moeIntermediateSize));
+      const at::Tensor weighted = (out * flatWeights.index_select(0, slotIndex).unsqueeze(1)).to(dtype_);
+      contributions.index_copy_(0, slotIndex, weighted);
+    }
+    if (received != requests.size())
+      throw Error("MoE layer " + std::to_string(moeLayer_) + ": the expert provider returned " +
+                  std::to_string(received) + " of " + std::to_string(requests.size()) + " requested experts");
+    // Fixed-order sum over each token's slots (ascending expert id), like transformers' index_add_ loop.
+    const at::Tensor perToken = contributions.view({n, k, hidden});
+    at::Tensor result = perToken.select(1, 0).clone();
+    for (int64_t j = 1; j < k; ++j) result = result + perToken.select(1, j);
+    if (shared_) {
+      at::Tensor s = (*shared_)(x);
+      if (sharedGate_) s = at::sigmoid(at::linear(x, *sharedGate_)) * s;
+      result = result + s;
+    }
+    return result;
+  }
+
+ private:
+  at::Tensor wrap(const uint16_t* data, int64_t rows, int64_t cols) const {
+    // The buffer is only read: linear never writes its weight.
+    const at::Tensor t = at::from_blob(const_cast<uint16_t*>(data), {rows, cols}, at::kBFloat16);
+    return dtype_ == at::kBFloat16 ? t : t.to(dtype_);
+  }
+
+  const ModelConfig& c_;
+  at::ScalarType dtype_;
+  int moeLayer_;
+  ExpertProvider& experts_;
+  Router router_;
+  std::optional<Mlp> shared_;
+  std::optional<at::Tensor> sharedGate_;
+};
+
+}  // namespace
+
+std::unique_ptr<FeedForward> makeDenseMlp(const ModelConfig& config, const WeightLoader& weights,
+                                          const std::string& prefix, at::ScalarType dtype) {
+  return std::make_unique<DenseMlp>(config, weights, prefix + "mlp.", dtype);
+}
+
+std::unique_ptr<FeedForward> makeMoeBlock(const ModelConfig& config, const WeightLoader& weights,
+                                          const std::string& prefix, at::ScalarType dtype, int moeLayer,
+                                          ExpertProvider& experts) {
+  return std::make_unique<MoeBlock>(config, weights, prefix, dtype, moeLayer, experts);
+}
+
+}  // namespace zipmoe

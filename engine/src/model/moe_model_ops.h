@@ -1,0 +1,29 @@
+// Small tensor helpers shared by the forward pass's modules (internal).
+//
+// rmsNorm follows transformers' RMSNorm exactly: the mean of squares and the rescale in fp32, the
+// result cast back to the input's dtype and then multiplied by the weight (in the weight's dtype).
+// Thread-safety: pure functions. Cost: O(elements).
+#pragma once
+
+#include <optional>
+
+#include <ATen/ATen.h>
+
+namespace zipmoe {
+
+inline at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  const at::Tensor h = x.to(at::kFloat);
+  const at::Tensor normed = h * at::rsqrt(h.pow(2).mean(-1, true) + eps);
+  return weight * normed.to(x.scalar_type());
+}
+
+inline at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias = {}) {
+  return bias ? at::linear(x, weight, *bias) : at::linear(x, weight);
+}
+
+// SwiGLU MLP: down(silu(gate(x)) · up(x)).
+inline at::Tensor gatedMlp(const at::Tensor& x, const at::Tensor& gate, const at::Tensor& up, const at::Tensor& down) {
+  return at::linear(at::silu(at::linear(x, gate)) * at::linear(x, up), down);
+}
+
+}  // namespace zipmoe

@@ -1,0 +1,40 @@
+// Router — the top-k expert choice of one MoE layer, per family (internal to the forward pass).
+//
+// mixtral: softmax (fp32) over all experts → top-k → renormalise. qwen2_moe / qwen3_moe / olmoe:
+// softmax → top-k → renormalise only with norm_topk_prob. The router logits of these four come
+// from the gate in the compute dtype, as in transformers. deepseek_v2: logits in fp32, softmax
+// scores, greedy top-k or group-limited top-k (best topk_group of n_group groups by their maximum
+// score), then (with norm_topk_prob and k > 1) division by the sum of the top-k weights, then
+// × routed_scaling_factor. transformers 5's DeepseekV2 ignores norm_topk_prob (every published V2
+// checkpoint has it false, where all implementations agree). The chosen
+// experts of each token are returned sorted by expert id, which fixes the order in which their
+// contributions are summed (see moe_model_ffn.h).
+// Thread-safety: immutable. Cost: O(N × experts × hidden) for the logits.
+#pragma once
+
+#include <string>
+
+#include <ATen/ATen.h>
+
+#include "zipmoe/model_config.h"
+
+namespace zipmoe {
+
+class WeightLoader;
+
+struct Routing {
+  at::Tensor experts;  // int64 [N, k], ascending within each row
+  at::Tensor weights;  // [N, k] matching `experts`: fp32 (mixtral, deepseek_v2) or the compute dtype
+};
+
+class Router {
+ public:
+  Router(const ModelConfig& config, const WeightLoader& weights, const std::string& gateName, at::ScalarType dtype);
+  Routing route(const at::Tensor& x) const;
+
+ private:
+  const ModelConfig& c_;
+  at::Tensor gate_;  // [experts, hidden]: compute dtype, or fp32 for deepseek_v2
+};
+
+}  // namespace zipmoe
