@@ -8,6 +8,8 @@
 // for byte (separators, indent, ensure_ascii, NaN/Infinity), which transformers' `tojson` filter calls.
 #include "model/jinja_value.h"
 
+#include "model/unicode_tables.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -126,21 +128,7 @@ uint32_t decodeCodePoint(std::string_view ch) {
 
 std::string encodeCodePoint(uint32_t cp) {
   std::string out;
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  unicode::appendUtf8(out, cp);
   return out;
 }
 
