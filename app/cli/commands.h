@@ -17,7 +17,9 @@ int runBenchCodec(const Args& args);  // bench codec STORE
 int runInfo(const Args& args);        // info: build and CPU facts
 int runGenerate(const Args& args);    // generate MODEL --prompt TEXT [sampling options]
 int runChat(const Args& args);        // chat MODEL [sampling options]: interactive
-int runTrainDemo(const Args& args);   // train-demo --corpus FILE --out DIR [--steps N] ...
+int runTrainDemo(const Args& args);
+int runProfile(const Args& args);       // profile STORE: measure u, v, c, recovery, expert compute
+int runBenchRuntime(const Args& args);  // bench runtime: ZipMoE vs full-tensor offloading, TPOT per budget   // train-demo --corpus FILE --out DIR [--steps N] ...
 
 // Small argument helpers shared by the commands.
 // Removes "--name VALUE" (or "--name=VALUE") from args and returns VALUE; throws when VALUE is missing.

@@ -1,14 +1,18 @@
 // `zipmoe generate` and `zipmoe chat`: text generation from an HF directory or a ZipMoE store.
 //
 //   zipmoe generate MODEL --prompt TEXT [--system TEXT] [--raw] [SAMPLING] [--dtype auto|bf16|fp32] [--threads N]
-//   zipmoe chat MODEL [--system TEXT] [SAMPLING] [--dtype ...] [--threads N]
+//                         [RUNTIME] [--trace OUT.json]
+//   zipmoe chat MODEL [--system TEXT] [SAMPLING] [--dtype ...] [--threads N] [RUNTIME]
 //   SAMPLING: [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]
 //             [--repetition-penalty R] [--seed S] [--stop STR]...
 // generate applies the model's chat template (system + user message, generation prompt) unless --raw
 // is given or the model has none (then the prompt is encoded as is, with the tokenizer's bos). chat
 // keeps the conversation, re-renders the template every turn and streams each reply; /exit, /reset and
 // /system TEXT are commands, EOF ends. The reply goes to stdout as it is generated; time to first token
-// and time per output token go to stderr after each reply. Ctrl-C stops the reply in progress (in
+// and time per output token go to stderr after each reply. RUNTIME (see runtime_options.h): with
+// --budget the experts come from the ZipMoE runtime (or a full-tensor baseline) under that memory
+// budget, and its pool split, hit rates and makespans are printed after each reply; --trace writes
+// every runtime operation as Chrome trace-event JSON (chrome://tracing, ui.perfetto.dev). Ctrl-C stops the reply in progress (in
 // chat, the conversation goes on; at the chat prompt it ends the chat).
 #include <unistd.h>
 
@@ -18,7 +22,10 @@
 #include <cstdlib>
 #include <optional>
 
+#include <fstream>
+
 #include "commands.h"
+#include "runtime_options.h"
 #include "terminal_progress.h"
 #include "zipmoe/chat_template.h"
 #include "zipmoe/error.h"
@@ -34,9 +41,10 @@ constexpr const char* kSamplingUsage =
     "[--stop STR]... [--dtype auto|bf16|fp32] [--threads N]";
 
 std::string generateUsage() {
-  return std::string("zipmoe generate MODEL --prompt TEXT [--system TEXT] [--raw] ") + kSamplingUsage;
+  return std::string("zipmoe generate MODEL --prompt TEXT [--system TEXT] [--raw] ") + kSamplingUsage + " " +
+         kRuntimeUsage + " [--trace OUT.json]";
 }
-std::string chatUsage() { return std::string("zipmoe chat MODEL [--system TEXT] ") + kSamplingUsage; }
+std::string chatUsage() { return std::string("zipmoe chat MODEL [--system TEXT] ") + kSamplingUsage + " " + kRuntimeUsage; }
 
 SamplingParams parseSampling(Args& args) {
   SamplingParams p;
@@ -83,25 +91,20 @@ ModelOptions parseModelOptions(Args& args) {
 }
 
 struct Session {
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<MoeModel> model;
-  std::optional<ChatTemplate> chatTemplate;
+  std::unique_ptr<Engine> engine;
+  Tokenizer* tokenizer = nullptr;
+  MoeModel* model = nullptr;
+  const ChatTemplate* chatTemplate = nullptr;
 };
 
-Session open(const std::filesystem::path& dir, const ModelOptions& options) {
-  if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + " is not a directory (expected an HF model or a ZipMoE store)");
-  const auto tokenizerJson = dir / "tokenizer.json";
-  if (!std::filesystem::exists(tokenizerJson))
-    throw Error(dir.string() + " has no tokenizer.json (needed to encode prompts and decode replies)");
-  const auto start = std::chrono::steady_clock::now();
+Session open(const std::filesystem::path& dir, EngineOptions options, const std::optional<BudgetSpec>& budget) {
   Session s;
-  s.tokenizer = Tokenizer::fromFile(tokenizerJson);
-  const auto configJson = dir / "tokenizer_config.json";
-  if (ChatTemplate::hasChatTemplate(configJson)) s.chatTemplate = ChatTemplate::fromTokenizerConfig(configJson);
-  s.model = MoeModel::load(dir, options);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  s.engine = openEngine(dir, std::move(options), budget);
+  s.tokenizer = &s.engine->tokenizer();
+  s.model = &s.engine->model();
+  s.chatTemplate = s.engine->chatTemplate();
   std::fprintf(stderr, "zipmoe: loaded %s (%s, %s) in %.1f s\n", dir.string().c_str(), familyName(s.model->config().family),
-               s.model->computeDtype() == ComputeDtype::BFloat16 ? "bf16" : "fp32", secs);
+               s.model->computeDtype() == ComputeDtype::BFloat16 ? "bf16" : "fp32", s.engine->loadSeconds());
   return s;
 }
 
@@ -127,6 +130,7 @@ GenerationStats reply(Session& s, const std::vector<int32_t>& ids, const Samplin
   std::fflush(stdout);
   if (interrupted->load()) std::fprintf(stderr, "[interrupted]\n");
   printStats(stats);
+  if (s.engine->runtime()) std::fprintf(stderr, "%s\n", describeRuntime(*s.engine->runtime()).c_str());
   return stats;
 }
 
@@ -159,12 +163,22 @@ int runGenerate(const Args& arguments) {
   const bool havePrompt = takeOption(args, "--prompt", prompt);
   const bool haveSystem = takeOption(args, "--system", system);
   const bool raw = takeFlag(args, "--raw");
+  std::string tracePath;
+  const bool trace = takeOption(args, "--trace", tracePath);
   const SamplingParams params = parseSampling(args);
-  const ModelOptions options = parseModelOptions(args);
+  EngineOptions options;
+  options.model = parseModelOptions(args);
+  const auto budget = parseRuntimeOptions(args, options);
   expectPositionals(args, 1, generateUsage());
   if (!havePrompt) throw Error("generate needs --prompt TEXT\nusage: " + generateUsage());
   if (prompt.empty()) throw Error("--prompt is empty: give the text to answer (or, with --raw, to continue)");
-  Session s = open(args[0], options);
+  if (trace && !budget) throw Error("--trace records the expert runtime's operations: give --budget SIZE|PCT% too");
+  std::ofstream traceOut;
+  if (trace) {
+    traceOut.open(tracePath, std::ios::binary | std::ios::trunc);
+    if (!traceOut) throw Error("--trace: cannot write " + tracePath);
+  }
+  Session s = open(args[0], options, budget);
 
   std::vector<int32_t> ids;
   if (!raw && s.chatTemplate) {
@@ -178,6 +192,14 @@ int runGenerate(const Args& arguments) {
     ids = s.tokenizer->encode(prompt, true);
   }
   const GenerationStats stats = reply(s, ids, params);
+  if (trace) {
+    std::vector<TraceEvent> events;
+    s.engine->runtime()->drainTrace(events);
+    writeChromeTrace(traceOut, events, s.engine->runtime()->lanes());
+    traceOut.close();
+    if (!traceOut) throw Error("--trace: writing " + tracePath + " failed");
+    std::fprintf(stderr, "zipmoe: wrote %zu trace events to %s\n", events.size(), tracePath.c_str());
+  }
   return stats.stopReason == "stopped" ? 130 : 0;
 }
 
@@ -186,13 +208,15 @@ int runChat(const Args& arguments) {
   std::string system;
   takeOption(args, "--system", system);
   const SamplingParams params = parseSampling(args);
-  const ModelOptions options = parseModelOptions(args);
+  EngineOptions options;
+  options.model = parseModelOptions(args);
+  const auto budget = parseRuntimeOptions(args, options);
   expectPositionals(args, 1, chatUsage());
   const std::filesystem::path dir = args[0];
   if (!ChatTemplate::hasChatTemplate(dir / "tokenizer_config.json"))
     throw Error(dir.string() + " has no chat template (tokenizer_config.json has no chat_template), so `chat` cannot "
                 "format a conversation; use `zipmoe generate MODEL --raw --prompt TEXT` for plain completion");
-  Session s = open(dir, options);
+  Session s = open(dir, options, budget);
 
   const bool interactive = ::isatty(STDIN_FILENO) == 1;
   if (interactive) std::fprintf(stderr, "chat: /exit to quit, /reset to clear the conversation, /system TEXT to set the system prompt\n");

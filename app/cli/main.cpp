@@ -72,6 +72,8 @@ constexpr const char* kUsage =
     "  verify STORE HF_DIR                    bit-exact round trip of every tensor against the source\n"
     "  make-model --family F --preset P OUT_DIR   write a test model (HF directory) of any family\n"
     "  bench codec STORE                      compare exponent codecs on a store's expert tensors\n"
+    "  bench runtime [OPTIONS]                ZipMoE vs full-tensor offloading: TPOT at several budgets\n"
+    "  profile STORE [--buffered] [--out F]   measure this machine's I/O, decompression and compute costs\n"
     "  info                                   build and CPU facts\n"
     "  generate MODEL --prompt TEXT [OPTIONS] generate a reply (chat template applied unless --raw)\n"
     "  chat MODEL [OPTIONS]                   interactive chat on stdin (/exit, /reset, /system TEXT)\n"
@@ -81,7 +83,10 @@ constexpr const char* kUsage =
     "\n"
     "generate/chat OPTIONS: [--system TEXT] [--raw] [--max-tokens N] [--temperature T] [--top-k K]\n"
     "  [--top-p P] [--min-p P] [--repetition-penalty R] [--seed S] [--stop STR]... [--dtype auto|bf16|fp32]\n"
-    "  [--threads N]; MODEL is an HF directory or a ZipMoE store\n";
+    "  [--threads N]; MODEL is an HF directory or a ZipMoE store\n"
+    "runtime OPTIONS (stores): [--budget SIZE|PCT%] [--pools FCSE] [--offload zipmoe|full --checkpoint HF_DIR]\n"
+    "  [--eviction zipmoe|lru|fifo|lfu|marking] [--no-plan] [--fifo-schedule] [--workers L] [--buffered]\n"
+    "  [--profile FILE] [--replay-trace TSV [--trace-prompt N]]; generate also takes [--trace OUT.json]\n";
 
 int dispatch(const std::string& command, Args args) {
   if (command == "convert") return runConvert(args);
@@ -92,10 +97,13 @@ int dispatch(const std::string& command, Args args) {
   if (command == "generate") return runGenerate(args);
   if (command == "chat") return runChat(args);
   if (command == "train-demo") return runTrainDemo(args);
+  if (command == "profile") return runProfile(args);
   if (command == "bench") {
-    if (args.empty() || args[0] != "codec") throw Error("usage: zipmoe bench codec STORE");
+    if (args.empty() || (args[0] != "codec" && args[0] != "runtime"))
+      throw Error("usage: zipmoe bench codec STORE | zipmoe bench runtime [OPTIONS]");
+    const std::string which = args[0];
     args.erase(args.begin());
-    return runBenchCodec(args);
+    return which == "codec" ? runBenchCodec(args) : runBenchRuntime(args);
   }
   if (command == "help" || command == "--help" || command == "-h") {
     std::fputs(kUsage, stdout);

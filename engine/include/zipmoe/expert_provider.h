@@ -5,7 +5,9 @@
 // until one more requested expert's weights are ready (in whatever order the provider finishes them)
 // and the model computes that expert at once. Weights are BF16 row-major [out, in] buffers, one per
 // expert tensor kind in the family's store order (e.g. gate_proj, up_proj, down_proj), and stay valid
-// until the ExpertBatch is destroyed. The resident provider has everything in memory; the ZipMoE
+// until the next call to next() or the ExpertBatch's destruction, whichever comes first (so that a
+// runtime can recycle a bounded set of buffers); the model computes each expert before asking for
+// the next one. The resident provider has everything in memory; the ZipMoE
 // runtime and the offloading baselines implement the same interface with weights arriving from I/O,
 // decompression and recovery threads.
 // Thread-safety: one acquire() at a time per provider (the model's thread); an ExpertBatch is used

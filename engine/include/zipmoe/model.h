@@ -19,6 +19,7 @@
 
 #include "zipmoe/expert_provider.h"
 #include "zipmoe/model_config.h"
+#include "zipmoe/routing_override.h"
 
 namespace zipmoe {
 
@@ -28,6 +29,10 @@ struct ModelOptions {
   ComputeDtype dtype = ComputeDtype::Auto;
   int threads = 0;                          // intra-op threads; 0 = libtorch's default
   std::shared_ptr<ExpertProvider> experts;  // null = every expert resident, loaded from the model dir
+  // null = each MoE layer's router chooses its experts. Set: the override chooses them (e.g. a
+  // TraceRouting replaying a real model's activation trace, for realistic load on a generated model)
+  // and the router only weighs them by the family's rule; choose() is called from the model's thread.
+  std::shared_ptr<RoutingOverride> routing;
 };
 
 class MoeModel {

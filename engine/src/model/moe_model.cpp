@@ -54,6 +54,7 @@ class MoeModelImpl : public MoeModel {
     computeDtype_ = bf16 ? ComputeDtype::BFloat16 : ComputeDtype::Float32;
     dtype_ = bf16 ? at::kBFloat16 : at::kFloat;
     experts_ = options.experts ? options.experts : std::shared_ptr<ExpertProvider>(makeResidentExperts(dir));
+    routing_ = options.routing;
     checkProvider(dir);
 
     const int64_t hidden = config_.hiddenSize, vocab = config_.vocabSize;
@@ -69,8 +70,9 @@ class MoeModelImpl : public MoeModel {
                             ? makeMlaAttention(config_, *weights, prefix + "self_attn.", dtype_)
                             : makeGqaAttention(config_, *weights, prefix + "self_attn.", dtype_);
       const int moeLayer = config_.moeLayerIndex(i);
-      layer.ffn = moeLayer >= 0 ? makeMoeBlock(config_, *weights, prefix, dtype_, moeLayer, *experts_)
-                                : makeDenseMlp(config_, *weights, prefix, dtype_);
+      layer.ffn = moeLayer >= 0
+                      ? makeMoeBlock(config_, *weights, prefix, dtype_, moeLayer, *experts_, routing_.get())
+                      : makeDenseMlp(config_, *weights, prefix, dtype_);
       layers_.push_back(std::move(layer));
     }
   }
@@ -205,6 +207,7 @@ class MoeModelImpl : public MoeModel {
   ComputeDtype computeDtype_ = ComputeDtype::Float32;
   at::ScalarType dtype_ = at::kFloat;
   std::shared_ptr<ExpertProvider> experts_;
+  std::shared_ptr<RoutingOverride> routing_;
   at::Tensor embed_, finalNorm_, lmHead_;
   std::vector<DecoderLayer> layers_;
   std::map<SequenceId, KvCache> sequences_;

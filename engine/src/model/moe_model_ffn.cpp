@@ -1,6 +1,7 @@
 // Dense MLP and MoE block (see moe_model_ffn.h). Thread-safety: immutable. Cost: see header.
 #include "model/moe_model_ffn.h"
 
+#include <span>
 #include <vector>
 
 #include "model/moe_model_ops.h"
@@ -33,8 +34,8 @@ class DenseMlp : public FeedForward {
 class MoeBlock : public FeedForward {
  public:
   MoeBlock(const ModelConfig& c, const WeightLoader& w, const std::string& p, at::ScalarType dtype, int moeLayer,
-           ExpertProvider& experts)
-      : c_(c), dtype_(dtype), moeLayer_(moeLayer), experts_(experts),
+           ExpertProvider& experts, RoutingOverride* routing)
+      : c_(c), dtype_(dtype), moeLayer_(moeLayer), experts_(experts), routingOverride_(routing),
         router_(c, w, p + (c.family == ModelFamily::Mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight"),
                 dtype) {
     if (c.sharedExpertIntermediateSize > 0) {
@@ -46,7 +47,7 @@ class MoeBlock : public FeedForward {
 
   at::Tensor forward(const at::Tensor& x) const override {
     const int64_t n = x.size(0), k = c_.numExpertsPerTok, hidden = c_.hiddenSize;
-    const Routing routing = router_.route(x);
+    const Routing routing = routingOverride_ ? forcedRouting(x) : router_.route(x);
     // Flat slot s = token × k + j; group the slots by expert.
     const at::Tensor flatExperts = routing.experts.reshape({-1}).contiguous();
     const int64_t* chosen = flatExperts.data_ptr<int64_t>();
@@ -97,6 +98,25 @@ class MoeBlock : public FeedForward {
   }
 
  private:
+  // The override's experts, checked, weighed by the router.
+  Routing forcedRouting(const at::Tensor& x) const {
+    const int64_t n = x.size(0);
+    const int k = c_.numExpertsPerTok;
+    at::Tensor chosen = at::empty({n, k}, at::kLong);
+    int64_t* ids = chosen.data_ptr<int64_t>();
+    routingOverride_->choose(moeLayer_, n, k, std::span<int64_t>(ids, static_cast<size_t>(n * k)));
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t e = ids[t * k + j];
+        if (e < 0 || e >= c_.numExperts || (j > 0 && e <= ids[t * k + j - 1]))
+          throw Error("MoE layer " + std::to_string(moeLayer_) + ": the routing override gave token " +
+                      std::to_string(t) + " expert " + std::to_string(e) + " in slot " + std::to_string(j) +
+                      "; expected " + std::to_string(k) + " distinct experts in 0 .. " +
+                      std::to_string(c_.numExperts - 1) + ", ascending");
+      }
+    return router_.weigh(x, chosen);
+  }
+
   at::Tensor wrap(const uint16_t* data, int64_t rows, int64_t cols) const {
     // The buffer is only read: linear never writes its weight.
     const at::Tensor t = at::from_blob(const_cast<uint16_t*>(data), {rows, cols}, at::kBFloat16);
@@ -107,6 +127,7 @@ class MoeBlock : public FeedForward {
   at::ScalarType dtype_;
   int moeLayer_;
   ExpertProvider& experts_;
+  RoutingOverride* routingOverride_;
   Router router_;
   std::optional<Mlp> shared_;
   std::optional<at::Tensor> sharedGate_;
@@ -121,8 +142,8 @@ std::unique_ptr<FeedForward> makeDenseMlp(const ModelConfig& config, const Weigh
 
 std::unique_ptr<FeedForward> makeMoeBlock(const ModelConfig& config, const WeightLoader& weights,
                                           const std::string& prefix, at::ScalarType dtype, int moeLayer,
-                                          ExpertProvider& experts) {
-  return std::make_unique<MoeBlock>(config, weights, prefix, dtype, moeLayer, experts);
+                                          ExpertProvider& experts, RoutingOverride* routing) {
+  return std::make_unique<MoeBlock>(config, weights, prefix, dtype, moeLayer, experts, routing);
 }
 
 }  // namespace zipmoe

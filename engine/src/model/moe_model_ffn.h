@@ -9,7 +9,8 @@
 // is the order transformers' loop over experts adds them in. Because no contribution is ever added
 // to another before that fixed-order sum, the result is bit-identical whatever order the provider
 // delivers experts in. qwen2_moe adds its shared expert × sigmoid(shared_expert_gate(x));
-// deepseek_v2 adds its (ungated) shared experts.
+// deepseek_v2 adds its (ungated) shared experts. With a RoutingOverride the experts come from it
+// (checked: k distinct ids per token, ascending) and the router only weighs them (Router::weigh).
 // Thread-safety: immutable layers, one forward at a time (the provider's contract).
 // Cost: O(N × k × hidden × moe_intermediate) plus a [N × k, hidden] buffer.
 #pragma once
@@ -23,6 +24,7 @@
 #include "model/router.h"
 #include "zipmoe/expert_provider.h"
 #include "zipmoe/model_config.h"
+#include "zipmoe/routing_override.h"
 
 namespace zipmoe {
 
@@ -37,9 +39,10 @@ class FeedForward {
 
 std::unique_ptr<FeedForward> makeDenseMlp(const ModelConfig& config, const WeightLoader& weights,
                                           const std::string& prefix, at::ScalarType dtype);
-// `moeLayer` is the provider's layer index; `experts` must outlive the block.
+// `moeLayer` is the provider's layer index; `experts` and `routing` (null = the router chooses) must
+// outlive the block.
 std::unique_ptr<FeedForward> makeMoeBlock(const ModelConfig& config, const WeightLoader& weights,
                                           const std::string& prefix, at::ScalarType dtype, int moeLayer,
-                                          ExpertProvider& experts);
+                                          ExpertProvider& experts, RoutingOverride* routing);
 
 }  // namespace zipmoe

@@ -8,7 +8,9 @@
 // × routed_scaling_factor. transformers 5's DeepseekV2 ignores norm_topk_prob (every published V2
 // checkpoint has it false, where all implementations agree). The chosen
 // experts of each token are returned sorted by expert id, which fixes the order in which their
-// contributions are summed (see moe_model_ffn.h).
+// contributions are summed (see moe_model_ffn.h). weigh() takes the experts from elsewhere (a
+// RoutingOverride) and applies the same rule to the router's scores of exactly those experts:
+// the softmax over all experts is gathered at the chosen ones and then normalised and scaled as above.
 // Thread-safety: immutable. Cost: O(N × experts × hidden) for the logits.
 #pragma once
 
@@ -31,8 +33,17 @@ class Router {
  public:
   Router(const ModelConfig& config, const WeightLoader& weights, const std::string& gateName, at::ScalarType dtype);
   Routing route(const at::Tensor& x) const;
+  // `experts`: int64 [N, k], k distinct ids per row, ascending; returned as Routing::experts.
+  Routing weigh(const at::Tensor& x, const at::Tensor& experts) const;
 
  private:
+  // The fp32 softmax over all experts, [N, experts].
+  at::Tensor scores(const at::Tensor& x) const;
+  // The family's rule for the gathered [N, k] scores: normalisation, routed_scaling_factor.
+  at::Tensor normalise(at::Tensor topWeights) const;
+  // fp32 for mixtral and deepseek_v2, the compute dtype `dtype` otherwise.
+  at::Tensor finalDtype(at::Tensor weights, at::ScalarType dtype) const;
+
   const ModelConfig& c_;
   at::Tensor gate_;  // [experts, hidden]: compute dtype, or fp32 for deepseek_v2
 };

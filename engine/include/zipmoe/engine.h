@@ -1,0 +1,75 @@
+// Engine — a model ready to chat: the forward pass, its tokenizer and chat template, and (for a
+// ZipMoE store with a memory budget) the expert runtime that feeds it, with a measured cost profile.
+//
+// Engine::open loads an HF directory or a store. With `runtime` set (stores only) the routed experts
+// come from an ExpertRuntime: ZipMoE or a full-tensor baseline, under the given budget; the cost
+// profile is read from `profilePath` (default STORE/profile.json) when it belongs to this machine
+// and store, and otherwise measured (I/O, decompression, recovery and the expert FFN) and saved
+// there (or beside, if the store is read-only, in the user's cache directory). With `replayTrace`
+// set, every MoE layer's routing is forced from a real activation trace (TraceRouting).
+// setMemoryBudget forwards to the runtime: it replans off the critical path while generation goes on.
+// Thread-safety: one thread generates; setMemoryBudget, runtime()->stats() and drainTrace may be
+// called from others. Cost: loading reads the dense weights; profiling takes a few seconds.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "zipmoe/activation_trace.h"
+#include "zipmoe/chat_template.h"
+#include "zipmoe/cost_profile.h"
+#include "zipmoe/expert_runtime.h"
+#include "zipmoe/model.h"
+#include "zipmoe/tokenizer.h"
+
+namespace zipmoe {
+
+struct EngineOptions {
+  ModelOptions model;                     // dtype, threads (its `experts` and `routing` are set here)
+  std::optional<RuntimeOptions> runtime;  // none = every expert resident
+  std::filesystem::path profilePath;      // default: STORE/profile.json
+  int profileSamples = 24;
+  std::filesystem::path replayTrace;      // ../shared/data/traces/*.tsv; empty = the model's router
+  int replayPrompt = 0;
+  uint64_t replaySeed = 1;
+  std::function<void(const std::string&)> onStatus;  // "measuring cost profile…" etc.
+};
+
+// Measures the store's I/O / decompression / recovery costs (measureCostProfile) and the expert FFN
+// time a + b·tokens with libtorch in `dtype` (the compute the model will run), on this machine.
+CostProfile profileStore(const Store& store, ReadMode mode, ComputeDtype dtype, int threads, int samples = 24);
+
+class Engine {
+ public:
+  static std::unique_ptr<Engine> open(const std::filesystem::path& modelDir, const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  MoeModel& model() { return *model_; }
+  Tokenizer& tokenizer() { return *tokenizer_; }
+  const ChatTemplate* chatTemplate() const { return chatTemplate_ ? &*chatTemplate_ : nullptr; }
+  ExpertRuntime* runtime() { return runtime_.get(); }  // null when all experts are resident
+  TraceRouting* traceRouting() { return traceRouting_.get(); }
+  const CostProfile& profile() const { return profile_; }
+  std::shared_ptr<const Store> store() const { return store_; }
+  double loadSeconds() const { return loadSeconds_; }
+  // Throws zipmoe::Error without a runtime, or for a budget below the minimum (named).
+  void setMemoryBudget(uint64_t bytes);
+
+ private:
+  Engine() = default;
+  std::shared_ptr<const Store> store_;
+  std::shared_ptr<ExpertRuntime> runtime_;
+  std::shared_ptr<TraceRouting> traceRouting_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::optional<ChatTemplate> chatTemplate_;
+  std::unique_ptr<MoeModel> model_;
+  CostProfile profile_;
+  double loadSeconds_ = 0;
+};
+
+}  // namespace zipmoe

@@ -1,0 +1,214 @@
+// ExpertCache (see expert_cache.h).
+#include "cache/expert_cache.h"
+
+#include <limits>
+#include <string>
+
+#include "zipmoe/error.h"
+
+namespace zipmoe::cache {
+
+ExpertCache::ExpertCache(int layers, int experts, EvictionPolicy policy, bool global, uint64_t seed)
+    : layers_(layers), experts_(experts), policy_(policy), global_(global), rng_(seed),
+      counts_(static_cast<size_t>(layers) * static_cast<size_t>(experts), 0),
+      steps_(static_cast<size_t>(layers), 0),
+      entries_(counts_.size()),
+      capacityBytes_(global ? 1 : static_cast<size_t>(layers) * 4, 0),
+      usedBytes_(capacityBytes_.size(), 0),
+      capacityExperts_(capacityBytes_.size(), 0),
+      members_(capacityBytes_.size(), 0) {}
+
+void ExpertCache::recordActivations(int layer, const std::vector<int>& experts) {
+  for (int e : experts) ++counts_[index(layer, e)];
+  ++steps_[static_cast<size_t>(layer)];
+}
+
+ActivationCounts ExpertCache::activationCounts() const {
+  return ActivationCounts{layers_, experts_, counts_, steps_};
+}
+
+void ExpertCache::setActivationCounts(const ActivationCounts& counts) {
+  if (counts.layers != layers_ || counts.experts != experts_ || counts.counts.size() != counts_.size() ||
+      counts.steps.size() != steps_.size())
+    throw Error("activation counts are for " + std::to_string(counts.layers) + " layers × " +
+                std::to_string(counts.experts) + " experts; this model has " + std::to_string(layers_) + " × " +
+                std::to_string(experts_));
+  counts_ = counts.counts;
+  steps_ = counts.steps;
+}
+
+int ExpertCache::rank(int layer, int expert) const {
+  const uint64_t mine = count(layer, expert);
+  int r = 0;
+  for (int e = 0; e < experts_; ++e) {
+    const uint64_t c = count(layer, e);
+    if (c > mine || (c == mine && e < expert)) ++r;
+  }
+  return r;
+}
+
+void ExpertCache::setCapacity(int layer, int pool, uint64_t bytes, int experts) {
+  const size_t s = slot(layer, pool);
+  capacityBytes_[s] = bytes;
+  capacityExperts_[s] = experts;
+}
+
+int ExpertCache::residentCount(int layer, int pool) const { return members_[slot(layer, pool)]; }
+
+uint64_t ExpertCache::totalUsedBytes() const {
+  uint64_t sum = 0;
+  for (uint64_t b : usedBytes_) sum += b;
+  return sum;
+}
+
+std::array<uint64_t, 4> ExpertCache::usedBytesPerPool() const {
+  std::array<uint64_t, 4> out{};
+  for (const Entry& e : entries_)
+    if (e.pool != kNoPool) out[static_cast<size_t>(e.pool)] += e.bytes;
+  return out;
+}
+
+std::array<int, 4> ExpertCache::residentPerPool() const {
+  std::array<int, 4> out{};
+  for (const Entry& e : entries_)
+    if (e.pool != kNoPool) ++out[static_cast<size_t>(e.pool)];
+  return out;
+}
+
+int ExpertCache::dispatch(int layer, int r, unsigned poolMask, int tolerance) const {
+  int tau = tolerance;
+  for (int p = 0; p < 4; ++p) {
+    if (!(poolMask & (1u << p))) continue;
+    const int size = capacityExperts(layer, p);
+    tau += size;
+    if (size > 0 && r < tau) return p;
+  }
+  return kNoPool;
+}
+
+uint64_t ExpertCache::nextRandom() {
+  // splitmix64: the same sequence on every platform.
+  uint64_t z = (rng_ += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+std::optional<int> ExpertCache::pickVictim(int layer, int pool, uint64_t newcomerCount) {
+  // Candidates: unpinned members of the slot.
+  const int first = global_ ? 0 : layer * experts_;
+  const int last = global_ ? layers_ * experts_ : first + experts_;
+  std::optional<int> best;
+  auto better = [&](const Entry& a, size_t ia, const Entry& b, size_t ib) {
+    switch (policy_) {
+      case EvictionPolicy::LeastFrequent:
+      case EvictionPolicy::Lfu:
+        if (counts_[ia] != counts_[ib]) return counts_[ia] < counts_[ib];
+        return a.lastUsed < b.lastUsed;
+      case EvictionPolicy::Lru: return a.lastUsed < b.lastUsed;
+      case EvictionPolicy::Fifo: return a.insertedAt < b.insertedAt;
+      case EvictionPolicy::Marking: return false;
+    }
+    return false;
+  };
+  std::vector<int> unmarked;
+  bool anyCandidate = false;
+  for (int i = first; i < last; ++i) {
+    const Entry& e = entries_[static_cast<size_t>(i)];
+    if (e.pool != pool || e.pinned) continue;
+    anyCandidate = true;
+    if (policy_ == EvictionPolicy::Marking) {
+      if (!e.marked) unmarked.push_back(i);
+      continue;
+    }
+    if (!best || better(e, static_cast<size_t>(i), entries_[static_cast<size_t>(*best)], static_cast<size_t>(*best)))
+      best = i;
+  }
+  if (!anyCandidate) return std::nullopt;
+  if (policy_ == EvictionPolicy::Marking) {
+    if (unmarked.empty()) {  // a new phase: unmark everyone in the slot
+      for (int i = first; i < last; ++i) {
+        Entry& e = entries_[static_cast<size_t>(i)];
+        if (e.pool == pool && !e.pinned) {
+          e.marked = false;
+          unmarked.push_back(i);
+        }
+      }
+    }
+    return unmarked[static_cast<size_t>(nextRandom() % unmarked.size())];
+  }
+  if (policy_ == EvictionPolicy::LeastFrequent && counts_[static_cast<size_t>(*best)] >= newcomerCount) return std::nullopt;
+  return best;
+}
+
+bool ExpertCache::makeRoom(int layer, int pool, uint64_t bytes, uint64_t newcomerCount,
+                           std::vector<TensorParts>* recycled) {
+  const size_t s = slot(layer, pool);
+  if (bytes > capacityBytes_[s]) return false;
+  // Choose the victims first so that a failed attempt evicts nothing.
+  std::vector<int> victims;
+  uint64_t freed = 0;
+  while (usedBytes_[s] - freed + bytes > capacityBytes_[s]) {
+    const auto v = pickVictim(layer, pool, newcomerCount);
+    if (!v) break;
+    victims.push_back(*v);
+    freed += entries_[static_cast<size_t>(*v)].bytes;
+    entries_[static_cast<size_t>(*v)].pinned = true;  // exclude from the next pick
+  }
+  for (int v : victims) entries_[static_cast<size_t>(v)].pinned = false;
+  if (usedBytes_[s] - freed + bytes > capacityBytes_[s]) return false;
+  for (int v : victims) {
+    Entry& e = entries_[static_cast<size_t>(v)];
+    if (recycled)
+      for (auto& t : e.tensors) recycled->push_back(std::move(t));
+    evict(v / experts_, v % experts_);
+  }
+  return true;
+}
+
+void ExpertCache::enforceCapacities() {
+  for (size_t s = 0; s < usedBytes_.size(); ++s) {
+    const int layer = global_ ? 0 : static_cast<int>(s / 4);
+    const int pool = global_ ? 0 : static_cast<int>(s % 4);
+    while (usedBytes_[s] > capacityBytes_[s]) {
+      const auto v = pickVictim(layer, pool, std::numeric_limits<uint64_t>::max());
+      if (!v) break;  // only pinned members left: they go when unpinned (next boundary)
+      evict(*v / experts_, *v % experts_);
+    }
+  }
+}
+
+void ExpertCache::insert(int layer, int expert, int pool, std::vector<TensorParts> parts, uint64_t now) {
+  evict(layer, expert);
+  Entry& e = entries_[index(layer, expert)];
+  e.pool = pool;
+  e.tensors = std::move(parts);
+  e.bytes = 0;
+  for (const auto& t : e.tensors) e.bytes += t.bytes();
+  e.insertedAt = now;
+  e.lastUsed = now;
+  e.marked = true;
+  const size_t s = slot(layer, pool);
+  usedBytes_[s] += e.bytes;
+  ++members_[s];
+}
+
+void ExpertCache::evict(int layer, int expert) {
+  Entry& e = entries_[index(layer, expert)];
+  if (e.pool == kNoPool) return;
+  const size_t s = slot(layer, e.pool);
+  usedBytes_[s] -= e.bytes;
+  --members_[s];
+  e.pool = kNoPool;
+  e.tensors.clear();
+  e.bytes = 0;
+  e.marked = false;
+}
+
+void ExpertCache::touch(int layer, int expert, uint64_t now) {
+  Entry& e = entries_[index(layer, expert)];
+  e.lastUsed = now;
+  e.marked = true;
+}
+
+}  // namespace zipmoe::cache

@@ -1,0 +1,116 @@
+// ExpertCache — residency of expert parts in the four pools, activation counts, rank-based dispatch
+// and eviction (ZipMoE paper §3.4; DESIGN.md "Cache pools, dispatch and planning").
+//
+// Per MoE layer and pool p ∈ {F, C, S, E} there is a byte capacity (from the plan) and an expert
+// capacity S_p. An expert is resident in at most one pool; its entry holds, per tensor, what that
+// pool keeps: F the BF16 tensor, C the E-chunks and the SM-chunk, S the SM-chunk, E the E-chunks.
+// Dispatch: an expert of observed rank r (by activation count in its layer, ties by lower id) goes to
+// the first enabled pool i with r < τ_i = Σ_{j ≤ i} S_j + δ, or nowhere (dropped after use).
+// Eviction from an overflowing pool picks a victim by the policy: LeastFrequent (ZipMoE: lowest
+// count; a newcomer never displaces a member counted at least as often), LRU, FIFO, LFU (lowest count,
+// no admission test) or Marking (random unmarked member; all unmarked when every member is marked).
+// The FullTensor baselines use one global pool (layer −1 semantics: capacity shared by all layers).
+// Thread-safety: none — the runtime calls it from the model thread only (between layers).
+// Cost: rank O(experts); evictions O(pool members) each.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "io/file_io.h"
+#include "zipmoe/expert_runtime.h"
+
+namespace zipmoe::cache {
+
+inline constexpr int kNoPool = -1;
+inline constexpr int kPoolF = 0, kPoolC = 1, kPoolS = 2, kPoolE = 3;
+
+// What one resident expert keeps, per tensor kind. Empty buffers = part not kept.
+struct TensorParts {
+  io::AlignedBuffer e;     // the K E-chunks, padded, back to back
+  io::AlignedBuffer sm;    // the SM-chunk, padded
+  io::AlignedBuffer full;  // BF16 words
+  uint64_t bytes() const { return e.size() + sm.size() + full.size(); }
+};
+
+struct Entry {
+  int pool = kNoPool;
+  std::vector<TensorParts> tensors;
+  uint64_t bytes = 0;
+  uint64_t insertedAt = 0, lastUsed = 0;
+  bool marked = false;
+  bool pinned = false;  // requested by the layer being executed: never evicted
+};
+
+class ExpertCache {
+ public:
+  // `global` = one pool shared by all layers (FullTensor baselines); else per-layer pools.
+  ExpertCache(int layers, int experts, EvictionPolicy policy, bool global, uint64_t seed = 0x5eed);
+
+  int layers() const { return layers_; }
+  int experts() const { return experts_; }
+  EvictionPolicy policy() const { return policy_; }
+
+  // Counts one activation of each listed expert (distinct) and one step of the layer.
+  void recordActivations(int layer, const std::vector<int>& experts);
+  uint64_t count(int layer, int expert) const { return counts_[index(layer, expert)]; }
+  uint64_t steps(int layer) const { return steps_[static_cast<size_t>(layer)]; }
+  ActivationCounts activationCounts() const;
+  void setActivationCounts(const ActivationCounts& counts);  // REQUIRES: matching shape
+  // 0-based rank of the expert in its layer: experts with a higher count, or an equal count and a
+  // lower id, come first.
+  int rank(int layer, int expert) const;
+
+  // Capacities of one layer's pools (or of the global pool: layer ignored, pool 0).
+  void setCapacity(int layer, int pool, uint64_t bytes, int experts);
+  uint64_t capacityBytes(int layer, int pool) const { return capacityBytes_[slot(layer, pool)]; }
+  int capacityExperts(int layer, int pool) const { return capacityExperts_[slot(layer, pool)]; }
+  uint64_t usedBytes(int layer, int pool) const { return usedBytes_[slot(layer, pool)]; }
+  int residentCount(int layer, int pool) const;
+  uint64_t totalUsedBytes() const;
+  std::array<uint64_t, 4> usedBytesPerPool() const;
+  std::array<int, 4> residentPerPool() const;
+
+  // The pool an expert of this rank is dispatched to (kNoPool: drop after use).
+  int dispatch(int layer, int rank, unsigned poolMask, int tolerance) const;
+
+  Entry& entry(int layer, int expert) { return entries_[index(layer, expert)]; }
+  const Entry& entry(int layer, int expert) const { return entries_[index(layer, expert)]; }
+
+  // Frees room for `bytes` in (layer, pool) by evicting unpinned members per the policy. With
+  // LeastFrequent, only members counted less often than `newcomerCount` may go. Returns false (and
+  // evicts nothing) if it cannot. Evicted buffers are appended to `recycled` for reuse.
+  bool makeRoom(int layer, int pool, uint64_t bytes, uint64_t newcomerCount, std::vector<TensorParts>* recycled);
+  // Evicts until every pool of every layer is within its capacity (after a budget shrink).
+  void enforceCapacities();
+  // Records `parts` as the expert's entry in `pool` (replacing any previous entry; its bytes are
+  // released). REQUIRES: room was made.
+  void insert(int layer, int expert, int pool, std::vector<TensorParts> parts, uint64_t now);
+  void evict(int layer, int expert);
+  void touch(int layer, int expert, uint64_t now);  // a use: LRU time, Marking mark
+
+ private:
+  size_t index(int layer, int expert) const {
+    return static_cast<size_t>(layer) * static_cast<size_t>(experts_) + static_cast<size_t>(expert);
+  }
+  size_t slot(int layer, int pool) const {
+    return global_ ? 0 : static_cast<size_t>(layer) * 4 + static_cast<size_t>(pool);
+  }
+  std::optional<int> pickVictim(int layer, int pool, uint64_t newcomerCount);  // expert id (global: flat index)
+  uint64_t nextRandom();
+
+  int layers_, experts_;
+  EvictionPolicy policy_;
+  bool global_;
+  uint64_t rng_;
+  std::vector<uint64_t> counts_, steps_;
+  std::vector<Entry> entries_;
+  std::vector<uint64_t> capacityBytes_, usedBytes_;
+  std::vector<int> capacityExperts_;
+  std::vector<int> members_;  // per slot: number of resident experts
+};
+
+}  // namespace zipmoe::cache

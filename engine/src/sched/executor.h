@@ -1,0 +1,177 @@
+// Executor — runs one sparse layer's operations on real threads: one I/O thread (pread, O_DIRECT by
+// default), L decompression workers and one recovery stream, each taking the first ready operation
+// of its list in the schedule's priority order (work-conserving). The model thread takes experts
+// from a LayerBatch as soon as each one's tensors are ready.
+//
+// Memory is bounded: an expert whose chunks must be staged is admitted (in priority order) only when
+// one of the fixed staging slots is free, and holds it until its tensors are recovered; a recovered
+// expert that the cache does not keep occupies one of the fixed output slots until the model moves
+// on to the next expert. Parts that the cache will keep are written into buffers the job owns (they
+// are allocated by the thread that first writes them) and handed to the cache when the batch ends.
+// Errors (an unreadable or corrupted chunk) stop the job: next() throws a zipmoe::Error naming the
+// chunk, the threads go on to later jobs, and nothing is committed to the cache.
+// Thread-safety: one job at a time, submitted and consumed by the model thread. Cost: a mutex
+// round trip per operation (operations take 0.1–20 ms).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "io/file_io.h"
+#include "sched/schedule.h"
+#include "zipmoe/expert_provider.h"
+#include "zipmoe/store.h"
+#include "zipmoe/trace_events.h"
+
+namespace zipmoe::sched {
+
+using Clock = std::chrono::steady_clock;
+
+enum class ExecKind : uint8_t { ReadE, ReadSM, ReadFull, Decompress, Recover };
+
+// Where one task's data lives. Null pointers are filled at admission from the staging slot, or by
+// allocating the matching `keep` buffer.
+struct JobTask {
+  int expertIndex = 0;  // into LayerJob::experts
+  int kind = 0;
+  TaskState state = TaskState::Miss;
+  bool fullRead = false;  // baseline: one ReadFull, no decompression or recovery
+  ChunkKey key;           // layer, expert, kind (shard unused)
+  const ExpertTensorEntry* entry = nullptr;
+  std::vector<uint64_t> eOffsets;  // start of shard s in the E buffer (padded sizes)
+  uint64_t eBytes = 0;             // Σ padded E-chunk sizes
+  // Resident inputs (from the cache) or null.
+  const uint8_t* eResident = nullptr;
+  const uint8_t* smResident = nullptr;
+  // Kept outputs: when set, reads / recovery write into these buffers (allocated on first use).
+  io::AlignedBuffer* keepE = nullptr;
+  io::AlignedBuffer* keepSM = nullptr;
+  io::AlignedBuffer* keepFull = nullptr;
+  // Full-tensor read (baseline).
+  int fd = -1;
+  uint64_t fileOffset = 0;    // 4 KiB-aligned start of the read
+  uint64_t readBytes = 0;     // multiple of 4 KiB (Direct) covering the tensor
+  uint64_t dataOffset = 0;    // where the tensor starts inside the read
+  uint64_t tensorBytes = 0;
+  std::string fileName;
+  // Filled at run time.
+  uint8_t* eBuf = nullptr;
+  uint8_t* smBuf = nullptr;
+  uint8_t* plane = nullptr;
+  const uint16_t* result = nullptr;
+  // Progress (guarded by the executor mutex).
+  std::vector<uint8_t> eRead, decompressed;
+  bool smRead = false, recovered = false;
+  int decompressLeft = 0;
+  // Measured durations (seconds) for the lower bound.
+  double readESeconds = 0, readSMSeconds = 0, decompressSeconds = 0, recoverSeconds = 0;
+};
+
+struct JobExpert {
+  int expert = 0;
+  int tokens = 0;
+  bool needsStaging = false;
+  bool needsOutputSlot = false;  // some tensor is recovered / read into an output slot
+  int stagingSlot = -1, outputSlot = -1;
+  int tasksLeft = 0;
+  bool ready = false, returned = false;
+  std::vector<const uint16_t*> tensors;  // BF16 per kind once ready
+  double computeSeconds = 0;
+};
+
+// Fixed buffers reused by every job: `count` slots of `slotBytes`, each split per tensor kind.
+struct SlotLayout {
+  int count = 0;
+  uint64_t slotBytes = 0;
+  std::vector<uint64_t> eOffset, smOffset, planeOffset;  // staging: per kind
+  std::vector<uint64_t> outOffset;                       // output: per kind
+};
+
+struct ExecOp {
+  ExecKind kind = ExecKind::ReadE;
+  int task = 0;
+  int shard = -1;
+  uint8_t state = 0;  // 0 pending, 1 running, 2 done
+};
+
+class LayerJob {
+ public:
+  int layer = 0;
+  int token = 0;
+  std::vector<JobTask> tasks;
+  std::vector<JobExpert> experts;
+  std::vector<int> admissionOrder;  // expert indices
+  std::vector<int> computeOrder;    // expert indices: the order the model prefers among ready ones
+  std::vector<ExecOp> io, decompress, recover;
+  Clock::time_point start;
+  // Results (valid after the batch ends).
+  std::string error;
+  double stallSeconds = 0;
+  uint64_t bytesRead = 0;
+  Clock::time_point lastRelease;
+
+ private:
+  friend class Executor;
+  friend class LayerBatch;
+  size_t nextAdmission = 0;
+  int running = 0;
+  bool cancelled = false;
+  int returnedCount = 0;
+  int current = -1;  // expert index the model is computing
+  Clock::time_point currentSince;
+};
+
+class Executor {
+ public:
+  Executor(const Store* store, int workers, ReadMode mode, TraceBuffer* trace, Clock::time_point epoch,
+           const SlotLayout& staging, const SlotLayout& output);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Starts the job; the returned batch hands its experts to the model. `onEnd` runs on the model
+  // thread in the batch's destructor, after every operation has stopped.
+  std::unique_ptr<ExpertBatch> run(std::shared_ptr<LayerJob> job, std::function<void(LayerJob&)> onEnd);
+  int workers() const { return workers_; }
+  uint64_t stagingBytes() const { return static_cast<uint64_t>(staging_.count) * staging_.slotBytes; }
+  uint64_t outputBytes() const { return static_cast<uint64_t>(output_.count) * output_.slotBytes; }
+
+ private:
+  friend class LayerBatch;
+  enum class Role { Io, Worker, Recovery };
+  void loop(Role role, int index);
+  // Under the mutex: the first ready op of the role's list, marked running; nullptr if none.
+  ExecOp* pick(Role role);
+  bool ready(const ExecOp& op);
+  void admit();
+  void execute(LayerJob& job, int index, ExecOp& op);
+  void finishTask(JobTask& task);
+  void traceOp(TraceOp op, int lane, int token, const JobTask& t, int shard, uint64_t bytes, Clock::time_point a,
+               Clock::time_point b);
+  int64_t ns(Clock::time_point t) const;
+
+  const Store* store_;
+  int workers_;
+  ReadMode mode_;
+  TraceBuffer* trace_;
+  Clock::time_point epoch_;
+  SlotLayout staging_, output_;
+  std::vector<io::AlignedBuffer> stagingSlots_, outputSlots_;
+  std::vector<char> stagingFree_, outputFree_;
+
+  std::mutex mutex_;
+  std::condition_variable work_;   // threads: a job or an op became ready
+  std::condition_variable model_;  // model thread: an expert became ready, or the job stopped
+  std::shared_ptr<LayerJob> job_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace zipmoe::sched
