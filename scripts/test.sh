@@ -2,7 +2,9 @@
 # Installs what is needed, builds everything with warnings as errors, and runs every test:
 #   1. the full build (engine, CLI, QtTest suites) under CTest;
 #   2. the engine tests again in an AddressSanitizer + UndefinedBehaviorSanitizer build;
-#   3. a short libFuzzer run of the store-manifest and safetensors-header parsers.
+#   3. the threaded expert-runtime tests (no libtorch) again under ThreadSanitizer;
+#   4. a short libFuzzer run of the store-manifest and safetensors-header parsers;
+#   5. the CUDA recovery kernel compiled and linked with nvcc, when the CUDA toolkit is installed.
 # Exits non-zero when anything fails. ZIPMOE_FUZZ_SECONDS sets the fuzzing time per target.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -11,19 +13,27 @@ zipmoe_install_packages "${ZIPMOE_APT_PACKAGES[@]}" "${ZIPMOE_TEST_PACKAGES[@]}"
 jobs="$(zipmoe_jobs)"
 export QT_QPA_PLATFORM=offscreen
 
-echo "== [1/3] build and test (warnings are errors)"
+echo "== [1/5] build and test (warnings are errors)"
 cmake -S "$root" -B "$root/build-test" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
 cmake --build "$root/build-test" -j "$jobs"
 ctest --test-dir "$root/build-test" --output-on-failure -j "$jobs"
 
-echo "== [2/3] engine tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+echo "== [2/5] engine tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S "$root" -B "$root/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZIPMOE_SANITIZE=ON \
   -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
 cmake --build "$root/build-asan" -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir "$root/build-asan" --output-on-failure -j "$jobs" -LE no-sanitizer
 
-echo "== [3/3] fuzzing (libFuzzer + ASan/UBSan)"
+echo "== [3/5] expert-runtime tests under ThreadSanitizer"
+cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_SANITIZE=thread \
+  -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
+runtime_tests=$(cd "$root/tests/engine/runtime" && ls test_*.cpp | sed 's/\.cpp$//')
+# shellcheck disable=SC2086
+cmake --build "$root/build-tsan" -j "$jobs" --target $runtime_tests
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --test-dir "$root/build-tsan" --output-on-failure -j "$jobs" -L runtime
+
+echo "== [4/5] fuzzing (libFuzzer + ASan/UBSan)"
 cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_FUZZ=ON \
   -DZIPMOE_WITH_QT=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build "$root/build-fuzz" -j "$jobs" --target fuzz_manifest fuzz_safetensors_header fuzz_chunk_decode
@@ -43,4 +53,16 @@ for target in fuzz_manifest fuzz_safetensors_header fuzz_chunk_decode; do
   fi
   grep -E '^stat::(number_of_executed_runs|new_units_added|peak_rss_mb)' "$log" || tail -n 4 "$log"
 done
+
+echo "== [5/5] CUDA recovery kernel (compile and link; it runs only where a GPU is)"
+nvcc="$(command -v nvcc || true)"
+[ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+if [ -n "$nvcc" ]; then
+  cmake -S "$root" -B "$root/build-cuda" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_CUDA=ON -DZIPMOE_WITH_QT=OFF \
+    -DCMAKE_CUDA_COMPILER="$nvcc" -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
+  cmake --build "$root/build-cuda" -j "$jobs" --target zipmoe_cuda test_cuda_recovery
+  ctest --test-dir "$root/build-cuda" --output-on-failure -R test_cuda_recovery
+else
+  echo "no nvcc (CUDA toolkit not installed): skipped"
+fi
 echo "all tests passed"

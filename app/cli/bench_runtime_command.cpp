@@ -56,6 +56,10 @@ struct System {
 System parseSystem(const std::string& text, const RuntimeOptions& base, const std::filesystem::path& hf) {
   System s{text, base};
   if (text == "zipmoe") return s;
+  if (text.rfind("zipmoe:", 0) == 0) {  // zipmoe:FS = ZipMoE with only those pools
+    s.options.pools = parsePools(text.substr(7));
+    return s;
+  }
   if (text == "zipmoe-noplan") {
     s.options.planning = false;
     return s;
@@ -76,7 +80,7 @@ System parseSystem(const std::string& text, const RuntimeOptions& base, const st
     return s;
   }
   throw Error("unknown system '" + text +
-              "' (zipmoe, zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-lru, zipmoe-fifo, zipmoe-marking, full-lru, "
+              "' (zipmoe, zipmoe:POOLS e.g. zipmoe:FS, zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-lru, zipmoe-fifo, zipmoe-marking, full-lru, "
               "full-fifo, full-lfu, full-marking)");
 }
 
@@ -127,7 +131,7 @@ int runBenchRuntime(const Args& arguments) {
     budgets.clear();
     for (const auto& b : splitList(v)) {
       const double x = parseNumber("--budgets", b);
-      if (!(x > 0 && x <= 100)) throw Error("option --budgets: " + b + " is not a percentage in (0, 100]");
+      if (!(x > 0 && x <= 1000)) throw Error("option --budgets: " + b + " is not a percentage in (0, 1000]");
       budgets.push_back(x);
     }
   }
@@ -238,7 +242,9 @@ int runBenchRuntime(const Args& arguments) {
         routing->setPrompt(prompt);
         const auto seq = model->addSequence();
         std::vector<int32_t> ids;
-        for (int i = 0; i < promptTokens; ++i) ids.push_back(static_cast<int32_t>((1009 * (i + 1) + 7919 * prompt) % 50000 + 100));
+        const int64_t vocab = model->config().vocabSize;
+        for (int i = 0; i < promptTokens; ++i)
+          ids.push_back(static_cast<int32_t>((1009 * (i + 1) + 7919 * static_cast<int64_t>(prompt)) % vocab));
         t0 = Clock::now();
         auto logits = model->forward({{seq, ids}});
         ttft += since(t0);

@@ -1,7 +1,13 @@
 // The `zipmoe` program as a user runs it: make-model → convert → inspect → verify → bench codec,
 // and the exit status and message of bad invocations.
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QtTest>
+
+#include <fstream>
 
 #include "test_support.h"
 
@@ -89,6 +95,80 @@ class TestCli : public QObject {
     r = runCli({"generate", path(tmp / "t5"), "--prompt", "x"});
     QCOMPARE(r.exitCode, 1);
     QVERIFY2(r.err.contains("switch_transformers") && r.err.contains("mixtral"), qPrintable(r.err));
+  }
+
+  void runtimeProfileTraceAndBench() {
+    TempDir tmp;
+    Run r = runCli({"make-model", "--family", "qwen2_moe", "--preset", "tiny", "--layers", "2", path(tmp / "hf")});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    r = runCli({"convert", path(tmp / "hf"), path(tmp / "store")});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QFile configFile(path(tmp / "hf" / "config.json"));
+    QVERIFY(configFile.open(QIODevice::ReadOnly));
+    const QJsonObject config = QJsonDocument::fromJson(configFile.readAll()).object();
+    const int experts = config["num_experts"].toInt(), k = config["num_experts_per_tok"].toInt();
+    {  // A small activation trace in the published format, skewed towards low expert ids.
+      std::ofstream trace(tmp / "trace.tsv");
+      trace << "# expert-activation trace: model=Synthetic top_k=" << k << " experts=" << experts << " layers=2; test\n";
+      trace << "prompt\tlayer";
+      for (int e = 0; e < experts; ++e) trace << "\te" << e;
+      trace << "\n";
+      for (int l = 0; l < 2; ++l) {
+        std::vector<int> counts(static_cast<size_t>(experts), 0);
+        for (int t = 0; t < 40; ++t)
+          for (int j = 0; j < k; ++j) ++counts[static_cast<size_t>((t % 3 == 0 ? t + j * 3 : j) % experts)];
+        trace << 0 << "\t" << l;
+        for (int c : counts) trace << "\t" << c;
+        trace << "\n";
+      }
+    }
+    r = runCli({"profile", path(tmp / "store"), "--samples", "4"});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("SM-chunk read") && r.out.contains("expert FFN"), qPrintable(r.out));
+    QVERIFY(std::filesystem::exists(tmp / "store" / "profile.json"));
+
+    const QStringList gen = {"generate", path(tmp / "store"), "--raw", "--prompt", "Hello", "--max-tokens", "6", "--temperature", "0"};
+    r = runCli(gen);
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    const QString resident = r.out;
+    r = runCli(gen + QStringList{"--budget", "30%", "--trace", path(tmp / "t.json")});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QCOMPARE(r.out, resident);  // bit-identical experts, the same greedy reply
+    QVERIFY2(r.err.contains("zipmoe: budget") && r.err.contains("lower bound"), qPrintable(r.err));
+    QFile traceJson(path(tmp / "t.json"));
+    QVERIFY(traceJson.open(QIODevice::ReadOnly));
+    QVERIFY(QJsonDocument::fromJson(traceJson.readAll()).object()["traceEvents"].toArray().size() > 10);
+    r = runCli(gen + QStringList{"--budget", "40%", "--offload", "full", "--checkpoint", path(tmp / "hf"), "--eviction", "lfu"});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QCOMPARE(r.out, resident);
+    QVERIFY2(r.err.contains("full-tensor lfu"), qPrintable(r.err));
+    r = runCli(gen + QStringList{"--budget", "20%", "--pools", "FS", "--replay-trace", path(tmp / "trace.tsv")});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+
+    r = runCli(gen + QStringList{"--budget", "1"});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("below the minimum"), qPrintable(r.err));
+    r = runCli(gen + QStringList{"--budget", "10%", "--offload", "full"});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("--checkpoint"), qPrintable(r.err));
+    r = runCli(gen + QStringList{"--budget", "10%", "--pools", "FX"});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("--pools") && r.err.contains("'X'"), qPrintable(r.err));
+    r = runCli(gen + QStringList{"--pools", "F"});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("--budget"), qPrintable(r.err));
+    r = runCli({"generate", path(tmp / "hf"), "--prompt", "x", "--budget", "10%"});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("zipmoe convert"), qPrintable(r.err));
+
+    r = runCli({"bench", "runtime", "--hf", path(tmp / "hf"), "--store", path(tmp / "store"), "--budgets", "250,400",
+                "--tokens", "4", "--warmup", "1", "--prompt-tokens", "3", "--trace-file", path(tmp / "trace.tsv"),
+                "--systems", "zipmoe,zipmoe:FS,full-lru", "--json", path(tmp / "bench.json")});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+    QVERIFY2(r.out.contains("pool split") && r.out.contains("speed-up"), qPrintable(r.out));
+    QFile benchJson(path(tmp / "bench.json"));
+    QVERIFY(benchJson.open(QIODevice::ReadOnly));
+    QCOMPARE(QJsonDocument::fromJson(benchJson.readAll()).object()["results"].toArray().size(), 6);
   }
 
   void badInvocationsExplainThemselves() {

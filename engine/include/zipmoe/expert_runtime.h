@@ -49,6 +49,9 @@ struct RuntimeOptions {
   int decompressWorkers = 0;          // L; 0 = number of cores
   ReadMode readMode = ReadMode::Direct;
   bool fifoSchedule = false;          // plain request order instead of Algorithm 1 (for comparison)
+  // One request per tensor for its K E-chunks (and its SM-chunk too when the tensor is a plain miss)
+  // instead of one per chunk: they are contiguous in the store. Fewer, larger reads.
+  bool coalesceReads = true;
   int outputSlots = 3;                // recovered experts waiting for / used by the model
   int stagingSlots = 3;               // experts whose chunks are in flight at once
   int replanEverySteps = 64;          // re-plan from the growing history; 0 = only on budget changes

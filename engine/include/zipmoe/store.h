@@ -120,6 +120,12 @@ class Store {
   // REQUIRES: dst.size() >= chunk(key).paddedSize; for ReadMode::Direct, dst.data() is 4 KiB-aligned.
   size_t readChunk(const ChunkKey& key, std::span<uint8_t> dst, ReadMode mode) const;
 
+  // Reads a tensor's K E-chunks (and, with `withSm`, its SM-chunk) in one request: they are
+  // contiguous in experts.bin, so dst receives the file's layout (chunk s at the sum of the padded
+  // sizes before it; the SM-chunk after the last E-chunk). Checks every chunk's CRC-32C. Returns the
+  // bytes transferred. REQUIRES: dst.size() >= that size; 4 KiB-aligned dst for ReadMode::Direct.
+  uint64_t readTensorChunks(int layer, int expert, int kind, bool withSm, std::span<uint8_t> dst, ReadMode mode) const;
+
   // Reads, decompresses and merges a whole expert tensor into BF16 words (numel of them).
   void readExpertTensor(int layer, int expert, int kind, uint16_t* dst, ReadMode mode) const;
   // Reads a dense tensor (entry.size bytes) and checks its CRC-32C.

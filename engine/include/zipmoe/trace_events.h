@@ -26,6 +26,7 @@ enum class TraceOp : uint8_t {
   Decompress,     // one E-chunk decompressed
   Recover,        // one tensor merged back into BF16
   ReadFull,       // one whole BF16 tensor from the SSD (full-tensor offloading baselines)
+  ReadTensor,     // a tensor's E-chunks and SM-chunk in one request (coalesced reads)
   ExpertCompute,  // one expert's FFN over its tokens (model thread)
   Dense,          // attention, router and shared experts between two expert batches (model thread)
   Stall,          // the model thread waiting for an expert

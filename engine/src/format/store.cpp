@@ -109,6 +109,52 @@ size_t Store::readChunk(const ChunkKey& key, std::span<uint8_t> dst, ReadMode mo
   return static_cast<size_t>(c.size);
 }
 
+uint64_t Store::readTensorChunks(int layer, int expert, int kind, bool withSm, std::span<uint8_t> dst,
+                                 ReadMode mode) const {
+  const auto& e = manifest_.expert(layer, expert, kind);
+  const std::string what = "chunks of '" + e.name + "' in " + (dir_ / "experts.bin").string();
+  std::vector<const ChunkRef*> chunks;
+  for (const auto& c : e.eChunks) chunks.push_back(&c);
+  if (withSm) chunks.push_back(&e.smChunk);
+  uint64_t total = 0;
+  for (const ChunkRef* c : chunks) {
+    if (c->offset != chunks.front()->offset + total)
+      throw Error(what + ": the chunks are not contiguous (the manifest lays them out apart); read them one by one");
+    total += c->paddedSize;
+  }
+  if (dst.size() < total) throw Error(what + ": destination buffer too small");
+  int fd = expertsFd_;
+  if (mode == ReadMode::Direct) {
+    if (reinterpret_cast<uintptr_t>(dst.data()) % kChunkAlignment != 0)
+      throw Error(what + ": O_DIRECT read needs a 4 KiB-aligned buffer");
+    if (expertsDirectFd_ < 0)
+      throw Error(systemErrorMessage(what + ": cannot open with O_DIRECT (use buffered reads)", directOpenError_));
+    fd = expertsDirectFd_;
+  }
+  // Buffered reads stop at the last chunk's stored bytes (the file may end there).
+  const uint64_t want = mode == ReadMode::Direct ? total : total - chunks.back()->paddedSize + chunks.back()->size;
+  uint64_t done = 0;
+  while (done < want) {
+    const ssize_t r = ::pread(fd, dst.data() + done, static_cast<size_t>(want - done),
+                              static_cast<off_t>(chunks.front()->offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw Error(systemErrorMessage(what + ": read at offset " + std::to_string(chunks.front()->offset) + " failed", errno));
+    if (r == 0) throw Error(what + ": file ends before the chunks (truncated store)");
+    done += static_cast<uint64_t>(r);
+  }
+  uint64_t pos = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const ChunkRef& c = *chunks[i];
+    const uint32_t crc = detail::crc32c(dst.data() + pos, static_cast<size_t>(c.size));
+    if (crc != c.crc32c)
+      throw Error((i < e.eChunks.size() ? "E-chunk " + std::to_string(i) + " of '" : std::string("SM-chunk of '")) + e.name +
+                  "' in " + (dir_ / "experts.bin").string() + ": checksum mismatch at offset " + std::to_string(c.offset) +
+                  " (CRC-32C " + std::to_string(crc) + ", manifest " + std::to_string(c.crc32c) + "): the store is corrupted");
+    pos += c.paddedSize;
+  }
+  return mode == ReadMode::Direct ? total : want;
+}
+
 void Store::readExpertTensor(int layer, int expert, int kind, uint16_t* dst, ReadMode mode) const {
   const auto& e = manifest_.expert(layer, expert, kind);
   uint64_t maxChunk = e.smChunk.paddedSize;

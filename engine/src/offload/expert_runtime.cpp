@@ -377,8 +377,8 @@ class Runtime final : public ExpertRuntime {
   void checkBudget(uint64_t bytes) const {
     if (bytes < workingSet_)
       throw Error("memory budget " + mib(bytes) + " is below the minimum this model needs, " + mib(workingSet_) + " (" +
-                  std::to_string(options_.stagingSlots) + " staging and " + std::to_string(options_.outputSlots) +
-                  " output slots for one expert each)");
+                  (options_.mode == OffloadMode::ZipMoE ? std::to_string(options_.stagingSlots) + " staging and " : std::string()) +
+                  std::to_string(options_.outputSlots) + " output slots for one expert each)");
   }
 
   // Planning ------------------------------------------------------------------------------------
@@ -668,7 +668,30 @@ class Runtime final : public ExpertRuntime {
         out.push_back(x);
       }
     };
-    convert(schedule.io, job.io);
+    if (options_.coalesceReads) {
+      // The first ReadE of a task reads all its E-chunks (with the SM-chunk when nothing is kept
+      // and it is a plain miss); its other ReadE ops, and the merged ReadSM, go.
+      std::vector<char> eDone(job.tasks.size(), 0);
+      for (const sched::Op& op : schedule.io) {
+        sched::JobTask& t = job.tasks[static_cast<size_t>(op.task)];
+        sched::ExecOp x;
+        x.task = op.task;
+        if (op.kind == sched::OpKind::ReadE) {
+          if (eDone[static_cast<size_t>(op.task)]++) continue;
+          t.wholeRead = t.state == sched::TaskState::Miss && !t.keepE && !t.keepSM;
+          x.kind = t.wholeRead ? sched::ExecKind::ReadTensor : sched::ExecKind::ReadE;
+          x.shard = sched::kAllShards;
+        } else if (op.kind == sched::OpKind::ReadSM) {
+          if (t.wholeRead) continue;
+          x.kind = sched::ExecKind::ReadSM;
+        } else {
+          continue;
+        }
+        job.io.push_back(x);
+      }
+    } else {
+      convert(schedule.io, job.io);
+    }
     convert(schedule.decompress, job.decompress);
     convert(schedule.recover, job.recover);
     std::vector<char> admitted(job.experts.size(), 0);

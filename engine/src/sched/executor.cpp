@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -204,6 +205,7 @@ void Executor::admit() {
         const auto kind = static_cast<size_t>(t.kind);
         if (!t.eResident && !t.keepE) t.eBuf = base + staging_.eOffset[kind];
         if (!t.smResident && !t.keepSM) t.smBuf = base + staging_.smOffset[kind];
+        if (t.wholeRead) t.smBuf = t.eBuf + t.eBytes;  // the file's layout: SM right after the E-chunks
         t.plane = base + staging_.planeOffset[kind];
       }
     }
@@ -224,7 +226,8 @@ bool Executor::ready(const ExecOp& op) {
   };
   switch (op.kind) {
     case ExecKind::ReadE:
-    case ExecKind::ReadSM: return admitted;
+    case ExecKind::ReadSM:
+    case ExecKind::ReadTensor: return admitted;
     case ExecKind::ReadFull: return t.keepFull || outputAvailable();
     case ExecKind::Decompress:
       return admitted && (t.eResident || t.eRead[static_cast<size_t>(op.shard)]);
@@ -280,8 +283,15 @@ void Executor::loop(Role role, int index) {
       op->state = 2;
       JobTask& t = job->tasks[static_cast<size_t>(op->task)];
       switch (op->kind) {
-        case ExecKind::ReadE: t.eRead[static_cast<size_t>(op->shard)] = 1; break;
+        case ExecKind::ReadE:
+          if (op->shard == kAllShards) std::fill(t.eRead.begin(), t.eRead.end(), uint8_t{1});
+          else t.eRead[static_cast<size_t>(op->shard)] = 1;
+          break;
         case ExecKind::ReadSM: t.smRead = true; break;
+        case ExecKind::ReadTensor:
+          std::fill(t.eRead.begin(), t.eRead.end(), uint8_t{1});
+          t.smRead = true;
+          break;
         case ExecKind::Decompress: --t.decompressLeft; break;
         case ExecKind::ReadFull:
         case ExecKind::Recover: finishTask(t); break;
@@ -337,12 +347,17 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
         *t.keepE = io::AlignedBuffer(static_cast<size_t>(t.eBytes));
         t.eBuf = t.keepE->data();
       }
-      const ChunkRef& c = t.entry->eChunks[static_cast<size_t>(op.shard)];
-      ChunkKey key = t.key;
-      key.shard = op.shard;
-      store_->readChunk(key, {t.eBuf + t.eOffsets[static_cast<size_t>(op.shard)], static_cast<size_t>(c.paddedSize)}, mode_);
+      uint64_t bytes = 0;
+      if (op.shard == kAllShards) {
+        bytes = store_->readTensorChunks(t.key.layer, t.key.expert, t.kind, false, {t.eBuf, static_cast<size_t>(t.eBytes)}, mode_);
+      } else {
+        const ChunkRef& c = t.entry->eChunks[static_cast<size_t>(op.shard)];
+        ChunkKey key = t.key;
+        key.shard = op.shard;
+        store_->readChunk(key, {t.eBuf + t.eOffsets[static_cast<size_t>(op.shard)], static_cast<size_t>(c.paddedSize)}, mode_);
+        bytes = mode_ == ReadMode::Direct ? c.paddedSize : c.size;
+      }
       const auto b = Clock::now();
-      const uint64_t bytes = mode_ == ReadMode::Direct ? c.paddedSize : c.size;
       t.readESeconds += seconds(b - a);
       traceOp(TraceOp::ReadE, 0, job->token, t, op.shard, bytes, a, b);
       std::lock_guard lock(mutex_);
@@ -362,6 +377,19 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
       const uint64_t bytes = mode_ == ReadMode::Direct ? t.entry->smChunk.paddedSize : t.entry->smChunk.size;
       t.readSMSeconds = seconds(b - a);
       traceOp(TraceOp::ReadSM, 0, job->token, t, -1, bytes, a, b);
+      std::lock_guard lock(mutex_);
+      job->bytesRead += bytes;
+      break;
+    }
+    case ExecKind::ReadTensor: {
+      const uint64_t total = t.eBytes + t.entry->smChunk.paddedSize;
+      const uint64_t bytes = store_->readTensorChunks(t.key.layer, t.key.expert, t.kind, true, {t.eBuf, static_cast<size_t>(total)}, mode_);
+      const auto b = Clock::now();
+      // Attribute the time to E and SM by their share of the bytes (for the lower bound).
+      const double share = static_cast<double>(t.eBytes) / static_cast<double>(total);
+      t.readESeconds += seconds(b - a) * share;
+      t.readSMSeconds = seconds(b - a) * (1 - share);
+      traceOp(TraceOp::ReadTensor, 0, job->token, t, -1, bytes, a, b);
       std::lock_guard lock(mutex_);
       job->bytesRead += bytes;
       break;

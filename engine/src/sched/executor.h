@@ -34,7 +34,10 @@ namespace zipmoe::sched {
 
 using Clock = std::chrono::steady_clock;
 
-enum class ExecKind : uint8_t { ReadE, ReadSM, ReadFull, Decompress, Recover };
+// ReadE with shard kAllShards reads all K E-chunks of the task in one request; ReadTensor reads the
+// E-chunks and the SM-chunk in one (they are contiguous in the store; smBuf = eBuf + eBytes).
+enum class ExecKind : uint8_t { ReadE, ReadSM, ReadTensor, ReadFull, Decompress, Recover };
+inline constexpr int kAllShards = -2;
 
 // Where one task's data lives. Null pointers are filled at admission from the staging slot, or by
 // allocating the matching `keep` buffer.
@@ -43,6 +46,7 @@ struct JobTask {
   int kind = 0;
   TaskState state = TaskState::Miss;
   bool fullRead = false;  // baseline: one ReadFull, no decompression or recovery
+  bool wholeRead = false; // one ReadTensor (E-chunks + SM-chunk) into the staging slot
   ChunkKey key;           // layer, expert, kind (shard unused)
   const ExpertTensorEntry* entry = nullptr;
   std::vector<uint64_t> eOffsets;  // start of shard s in the E buffer (padded sizes)

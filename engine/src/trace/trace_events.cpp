@@ -15,6 +15,7 @@ const char* traceOpName(TraceOp op) {
     case TraceOp::Decompress: return "decompress";
     case TraceOp::Recover: return "recover";
     case TraceOp::ReadFull: return "read BF16";
+    case TraceOp::ReadTensor: return "read E+SM";
     case TraceOp::ExpertCompute: return "expert";
     case TraceOp::Dense: return "dense";
     case TraceOp::Stall: return "stall";

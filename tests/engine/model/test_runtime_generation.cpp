@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "test_support.h"
@@ -177,6 +178,37 @@ class TestRuntimeGeneration : public QObject {
     slider.join();
     QVERIFY(identical(r, m.resident));
     QVERIFY(rt->stats().replans > 3);
+  }
+
+  void aCorruptedChunkStopsGenerationCleanly() {
+    const auto hf = dir_ / "corrupt-hf";
+    TestModelOptions o;
+    o.family = ModelFamily::Qwen2Moe;
+    o.preset = "tiny";
+    o.layers = 2;
+    generateTestModel(hf, o);
+    Model m;
+    prepare(m, hf, "corrupt-store", CodecSpec{}, 4);
+    // Corrupt every expert's first E-chunk of MoE layer 1: any routing hits one.
+    for (int e = 0; e < m.opened->manifest().numExperts; ++e) {
+      const ChunkRef& c = m.opened->manifest().expert(1, e, 0).eChunks[0];
+      std::fstream f(m.store / "experts.bin", std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(static_cast<std::streamoff>(c.offset));
+      const char junk[4] = {1, 2, 3, 4};
+      f.write(junk, 4);
+    }
+    RuntimeOptions ro;
+    ro.budgetBytes = UINT64_MAX / 4;
+    auto rt = ExpertRuntime::open(m.opened, ro, m.profile);
+    ModelOptions mo;
+    mo.experts = rt;
+    auto model = MoeModel::load(m.store, mo);
+    for (int attempt = 0; attempt < 2; ++attempt) {  // fails the same way each time, nothing else breaks
+      const auto seq = model->addSequence();
+      ZIPMOE_EXPECT_ERROR(model->forward({{seq, m.prompt}}), "checksum mismatch", "layers.1.");
+      model->removeSequence(seq);
+    }
+    QVERIFY(rt->stats().heldBytes <= rt->stats().budgetBytes);
   }
 
   void engineMeasuresAndReusesItsProfileAndGeneratesTheSameText() {
