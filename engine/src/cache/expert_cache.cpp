@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "format/random.h"
 #include "zipmoe/error.h"
 
 namespace zipmoe::cache {
@@ -86,13 +87,7 @@ int ExpertCache::dispatch(int layer, int r, unsigned poolMask, int tolerance) co
   return kNoPool;
 }
 
-uint64_t ExpertCache::nextRandom() {
-  // splitmix64: the same sequence on every platform.
-  uint64_t z = (rng_ += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+uint64_t ExpertCache::nextRandom() { return detail::splitmix64(rng_); }
 
 std::optional<int> ExpertCache::pickVictim(int layer, int pool, uint64_t newcomerCount) {
   // Candidates: unpinned members of the slot.

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "format/random.h"
 #include "zipmoe/error.h"
 #include "zipmoe/test_model.h"
 
@@ -141,33 +142,15 @@ std::shared_ptr<const AliasTable> tableFor(double sigma) {
   return entry;
 }
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 class Xoshiro256StarStar {
  public:
   Xoshiro256StarStar(uint64_t seed, uint64_t streamIndex) {
     // Mix the stream index through its own splitmix step first so that (seed, stream) pairs that
     // differ in either component start from unrelated states.
     uint64_t streamState = streamIndex;
-    uint64_t state = seed ^ splitmix64(streamState);
-    for (auto& word : s_) word = splitmix64(state);
+    detail::seedXoshiro256(s_, seed ^ detail::splitmix64(streamState));
   }
-  uint64_t next() {
-    const uint64_t result = std::rotl(s_[1] * 5, 7) * 9;
-    const uint64_t t = s_[1] << 17;
-    s_[2] ^= s_[0];
-    s_[3] ^= s_[1];
-    s_[1] ^= s_[2];
-    s_[0] ^= s_[3];
-    s_[2] ^= t;
-    s_[3] = std::rotl(s_[3], 45);
-    return result;
-  }
+  uint64_t next() { return detail::xoshiro256StarStar(s_); }
 
  private:
   uint64_t s_[4];

@@ -428,7 +428,7 @@ class Runtime final : public ExpertRuntime {
       const int k = std::clamp(static_cast<int>(std::lround(mean)), 1, experts_);
       frequencies.push_back(normaliseFrequencies(std::move(f), std::max(k, topK_)));
     }
-    // Layers may see different k (batches); plan each with its own Σ f.
+    // Layers may see different k (batches): planModel plans each with its own Σ f.
     plan::CostModel cost;
     cost.u = profile_.smRead;
     cost.v = profile_.eRead;
@@ -437,19 +437,7 @@ class Runtime final : public ExpertRuntime {
     cost.threads = options_.decompressWorkers;
     cost.shards = K_;
     cost.tensorsPerExpert = kinds_;
-    for (int l = 0; l < layers_; ++l) {
-      auto& f = frequencies[static_cast<size_t>(l)];
-      const int k = std::clamp(static_cast<int>(std::lround(std::accumulate(f.begin(), f.end(), 0.0))), 1, experts_);
-      plan::LayerPlanInput in;
-      in.f = f;
-      in.k = k;
-      in.pools = pools;
-      in.cost = cost;
-      in.bytesPerExpert = bytesPerExpert_;
-      in.budgetBytes = layerBudget;
-      in.gridStep = options_.gridStep;
-      plan.layers.push_back(plan::planLayer(in));
-    }
+    plan.layers = plan::planModel(frequencies, 0, pools, cost, bytesPerExpert_, poolBudget, options_.gridStep);
     plan.seconds = seconds(Clock::now() - start);
     return plan;
   }
@@ -542,20 +530,29 @@ class Runtime final : public ExpertRuntime {
   }
 
   // Jobs ----------------------------------------------------------------------------------------
+  // Pins every requested expert (their resident parts are in use until the batch ends).
+  void pinRequested(int layer, std::span<const ExpertRequest> requests) {
+    for (const ExpertRequest& r : requests) cache_->entry(layer, r.expert).pinned = true;
+  }
+  sched::JobExpert jobExpert(const ExpertRequest& r, RuntimeStats& delta) const {
+    sched::JobExpert je;
+    je.expert = r.expert;
+    je.tokens = r.tokens;
+    je.tensors.assign(static_cast<size_t>(kinds_), nullptr);
+    ++delta.activations;
+    return je;
+  }
+
   void buildZipMoeJob(sched::LayerJob& job, std::vector<Keep>& kept, int layer, std::span<const ExpertRequest> requests) {
     const Manifest& m = store_->manifest();
-    for (const ExpertRequest& r : requests) cache_->entry(layer, r.expert).pinned = true;
+    pinRequested(layer, requests);
     std::array<uint64_t, 4> reserved{};
     std::vector<TensorParts> recycled;
     RuntimeStats delta;
     for (const ExpertRequest& r : requests) {
       const int idx = static_cast<int>(job.experts.size());
-      sched::JobExpert je;
-      je.expert = r.expert;
-      je.tokens = r.tokens;
-      je.tensors.assign(static_cast<size_t>(kinds_), nullptr);
+      sched::JobExpert je = jobExpert(r, delta);
       cache::Entry& entry = cache_->entry(layer, r.expert);
-      ++delta.activations;
       if (entry.pool == cache::kPoolF) {
         ++delta.hits[0];
         for (int kind = 0; kind < kinds_; ++kind)
@@ -711,18 +708,14 @@ class Runtime final : public ExpertRuntime {
   }
 
   void buildFullTensorJob(sched::LayerJob& job, std::vector<Keep>& kept, int layer, std::span<const ExpertRequest> requests) {
-    for (const ExpertRequest& r : requests) cache_->entry(layer, r.expert).pinned = true;
+    pinRequested(layer, requests);
     uint64_t reserved = 0;
     std::vector<TensorParts> recycled;
     RuntimeStats delta;
     for (const ExpertRequest& r : requests) {
       const int idx = static_cast<int>(job.experts.size());
-      sched::JobExpert je;
-      je.expert = r.expert;
-      je.tokens = r.tokens;
-      je.tensors.assign(static_cast<size_t>(kinds_), nullptr);
+      sched::JobExpert je = jobExpert(r, delta);
       cache::Entry& entry = cache_->entry(layer, r.expert);
-      ++delta.activations;
       if (entry.pool != cache::kNoPool) {
         ++delta.hits[0];
         for (int kind = 0; kind < kinds_; ++kind)

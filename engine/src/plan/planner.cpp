@@ -485,6 +485,11 @@ std::vector<LayerPlan> planModel(const std::vector<std::vector<double>>& layerFr
   input.gridStep = gridStep;
   for (size_t layer = 0; layer < layerFrequencies.size(); ++layer) {
     input.f = layerFrequencies[layer];
+    if (k <= 0) {  // each layer's own k: its expected number of selected experts per step
+      double sum = 0;
+      for (double x : input.f) sum += x;
+      input.k = std::max(1, static_cast<int>(std::lround(sum)));
+    }
     try {
       plans.push_back(planLayer(input));
     } catch (const Error& e) {

@@ -85,7 +85,7 @@ struct LayerPlan {
 LayerPlan planLayer(const LayerPlanInput& input);
 
 // Plans every layer (each with its own rank-frequency list and budgetBytes = total / layers) and
-// returns the plans in layer order. Cost: layers × grid points × O(N · k + patterns).
+// returns the plans in layer order. k ≤ 0: each layer uses round(Σ f) of its own list (batches). Cost: layers × grid points × O(N · k + patterns).
 std::vector<LayerPlan> planModel(const std::vector<std::vector<double>>& layerFrequencies, int k, PoolMask pools,
                                  const CostModel& cost, const std::array<double, kNumPools>& bytesPerExpert,
                                  double totalBudgetBytes, double gridStep = 0.05);

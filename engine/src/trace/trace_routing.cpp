@@ -3,33 +3,12 @@
 #include <algorithm>
 #include <string>
 
+#include "format/random.h"
 #include "zipmoe/activation_trace.h"
 #include "zipmoe/error.h"
 
 namespace zipmoe {
 namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-// xoshiro256** (Blackman and Vigna).
-uint64_t nextRandom(uint64_t (&s)[4]) {
-  const uint64_t result = rotl(s[1] * 5, 7) * 9;
-  const uint64_t t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = rotl(s[3], 45);
-  return result;
-}
 
 // An index e with picked[e] == 0, drawn with probability weight(e) / Σ weight over the unpicked.
 // REQUIRES: that sum is positive.
@@ -39,7 +18,7 @@ int drawUnpicked(uint64_t (&rng)[4], const std::vector<char>& picked, Weight wei
   for (size_t e = 0; e < picked.size(); ++e)
     if (!picked[e]) sum += weight(e);
   // The modulo bias is below sum / 2^64: irrelevant for counts of tokens.
-  uint64_t r = nextRandom(rng) % sum;
+  uint64_t r = detail::xoshiro256StarStar(rng) % sum;
   for (size_t e = 0; e < picked.size(); ++e) {
     if (picked[e]) continue;
     const uint64_t w = weight(e);
@@ -90,7 +69,7 @@ void TraceRouting::setPrompt(int prompt) {
     // One independent stream per (seed, prompt, layer).
     uint64_t state = seed_ ^ (0xD1B54A32D192ED03ull * (static_cast<uint64_t>(prompt) + 1)) ^
                      (0xABC98388FB8FAC03ull * (static_cast<uint64_t>(l) + 1));
-    for (uint64_t& word : pool.rng) word = splitmix64(state);
+    detail::seedXoshiro256(pool.rng, state);
   }
 }
 

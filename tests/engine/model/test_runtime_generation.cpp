@@ -81,6 +81,15 @@ class TestRuntimeGeneration : public QObject {
     m.resident = runModel(*model, m.prompt, 12);
   }
 
+  std::filesystem::path tinyModel(ModelFamily family, int layers, const std::string& name) {
+    TestModelOptions o;
+    o.family = family;
+    o.preset = "tiny";
+    o.layers = layers;
+    generateTestModel(dir_ / name, o);
+    return dir_ / name;
+  }
+
   void checkConfigurations(Model& m) {
     struct Case {
       const char* name;
@@ -138,12 +147,7 @@ class TestRuntimeGeneration : public QObject {
 
  private Q_SLOTS:
   void generatedModelEveryConfigurationIsBitIdentical() {
-    const auto hf = dir_ / "olmoe-hf";
-    TestModelOptions o;
-    o.family = ModelFamily::Olmoe;
-    o.preset = "tiny";
-    o.layers = 3;
-    generateTestModel(hf, o);
+    const auto hf = tinyModel(ModelFamily::Olmoe, 3, "olmoe-hf");
     Model huffman, zstd;
     prepare(huffman, hf, "olmoe-huffman", CodecSpec{}, 4);
     checkConfigurations(huffman);
@@ -181,12 +185,7 @@ class TestRuntimeGeneration : public QObject {
   }
 
   void aCorruptedChunkStopsGenerationCleanly() {
-    const auto hf = dir_ / "corrupt-hf";
-    TestModelOptions o;
-    o.family = ModelFamily::Qwen2Moe;
-    o.preset = "tiny";
-    o.layers = 2;
-    generateTestModel(hf, o);
+    const auto hf = tinyModel(ModelFamily::Qwen2Moe, 2, "corrupt-hf");
     Model m;
     prepare(m, hf, "corrupt-store", CodecSpec{}, 4);
     // Corrupt every expert's first E-chunk of MoE layer 1: any routing hits one.
