@@ -391,7 +391,8 @@ class Runtime final : public ExpertRuntime {
     if (options_.mode == OffloadMode::FullTensor) {
       plan::LayerPlan lp;
       lp.ratio = {1, 0, 0, 0};
-      lp.capacity = {static_cast<int>(poolBudget / bytesPerExpert_[0]), 0, 0, 0};
+      const double all = static_cast<double>(layers_) * experts_;
+      lp.capacity = {static_cast<int>(std::min(all, std::floor(poolBudget / bytesPerExpert_[0]))), 0, 0, 0};
       plan.layers.push_back(lp);
       plan.seconds = seconds(Clock::now() - start);
       return plan;
@@ -407,7 +408,8 @@ class Runtime final : public ExpertRuntime {
         if (!(pools & (1u << p)) || total <= 0) continue;
         lp.ratio[static_cast<size_t>(p)] = options_.fixedRatios[static_cast<size_t>(p)] / total;
         lp.capacity[static_cast<size_t>(p)] =
-            std::min(experts_ - sum, static_cast<int>(lp.ratio[static_cast<size_t>(p)] * layerBudget / bytesPerExpert_[static_cast<size_t>(p)]));
+            static_cast<int>(std::min(static_cast<double>(experts_ - sum),
+                                      std::floor(lp.ratio[static_cast<size_t>(p)] * layerBudget / bytesPerExpert_[static_cast<size_t>(p)])));
         sum += lp.capacity[static_cast<size_t>(p)];
       }
       plan.layers.assign(static_cast<size_t>(layers_), lp);
