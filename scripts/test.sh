@@ -31,7 +31,7 @@ cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInf
 runtime_tests=$(cd "$root/tests/engine/runtime" && ls test_*.cpp | sed 's/\.cpp$//')
 # shellcheck disable=SC2086
 cmake --build "$root/build-tsan" -j "$jobs" --target $runtime_tests
-TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --test-dir "$root/build-tsan" --output-on-failure -j "$jobs" -L runtime
+TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp" ctest --test-dir "$root/build-tsan" --output-on-failure -j "$jobs" -L runtime
 
 echo "== [4/5] fuzzing (libFuzzer + ASan/UBSan)"
 cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_FUZZ=ON \
