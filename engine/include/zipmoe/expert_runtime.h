@@ -7,8 +7,9 @@
 // with tolerance δ), builds the DAG of every tensor from its residency, orders the operations with
 // Algorithm 1 and runs them on one I/O thread (O_DIRECT reads by default), L decompression workers
 // and one recovery stream; each expert is handed to the model as soon as its own tensors are
-// recovered. setMemoryBudget replans on a background thread; the new pool sizes apply between
-// layers (shrinking evicts, growing fills on demand).
+// recovered. setMemoryBudget replans on a background thread and applies the new pool sizes as soon
+// as the plan is ready, also in the middle of generation: shrinking evicts at once every expert the
+// running layer does not use (those go when the layer ends), growing fills on demand.
 // FullTensor mode: the baseline — whole BF16 expert tensors read from the HF checkpoint's
 // safetensors on the same I/O thread into one cache of full experts managed by LRU, FIFO, LFU or
 // Marking (what Accelerate / MoE-Infinity-style offloading does).
@@ -104,7 +105,8 @@ class ExpertRuntime : public ExpertProvider {
   // The least budget that can run the model: the working set (staging and output slots).
   virtual uint64_t minimumBudget() const = 0;
   virtual uint64_t expertBytes() const = 0;  // all routed experts in BF16
-  // Replans off the critical path; the new split applies at the next layer boundary.
+  // Replans off the critical path; the new split applies as soon as it is computed (experts the
+  // running layer uses are evicted, if they must be, when it ends).
   // Throws zipmoe::Error (naming the minimum) for a budget below minimumBudget().
   virtual void setMemoryBudget(uint64_t bytes) = 0;
   virtual void setPools(unsigned poolMask) = 0;  // ZipMoE mode; replans like a budget change

@@ -1,7 +1,7 @@
 // ExpertRuntime: the ZipMoE runtime and the full-tensor baselines (see zipmoe/expert_runtime.h).
 //
-// Per acquire (model thread, between layers): apply a pending plan (capacities; shrinking evicts),
-// count the activations, dispatch each requested expert by rank, decide which parts the cache will
+// Plans are computed on a background thread and applied as soon as they are ready (capacities;
+// shrinking evicts every unpinned expert at once). Per acquire (model thread): count the activations, dispatch each requested expert by rank, decide which parts the cache will
 // keep (making room by the eviction policy), build the tensors' DAGs, order them (Algorithm 1 or
 // FIFO) and hand the job to the executor. When the batch ends, kept parts are committed to the pools
 // and the layer's measured makespan, lower bound and predicted makespan are added to the stats.
@@ -192,7 +192,6 @@ class Runtime final : public ExpertRuntime {
       ev.lane = static_cast<uint8_t>(lanes().compute());
       trace_->record(ev);
     }
-    takePendingPlan();
     std::vector<int> ids;
     for (const ExpertRequest& r : requests) ids.push_back(r.expert);
     cache_->recordActivations(layer, ids);
@@ -510,25 +509,20 @@ class Runtime final : public ExpertRuntime {
       {
         std::lock_guard cacheLock(cacheMutex_);
         counts = cache_->activationCounts();
-        currentBudget = pendingPlan_ ? pendingPlan_->budget : currentPlan_.budget;
-        currentPools = pendingPlan_ ? pendingPlan_->pools : currentPlan_.pools;
+        currentBudget = currentPlan_.budget;
+        currentPools = currentPlan_.pools;
       }
       Plan plan = computePlan(budget ? budget : currentBudget, pools ? pools : currentPools, counts);
       {
         std::lock_guard cacheLock(cacheMutex_);
-        pendingPlan_ = std::move(plan);
+        // Applied at once, also while a layer runs: the experts it uses are pinned and never
+        // evicted, and what it keeps is fitted into the new capacities when it ends (endJob).
+        applyPlan(std::move(plan));
       }
       lock.lock();
       planning_ = false;
       planCv_.notify_all();
     }
-  }
-
-  void takePendingPlan() {  // cacheMutex_ held, between layers
-    if (!pendingPlan_) return;
-    Plan plan = std::move(*pendingPlan_);
-    pendingPlan_.reset();
-    applyPlan(std::move(plan));
   }
 
   // Jobs ----------------------------------------------------------------------------------------
@@ -815,6 +809,7 @@ class Runtime final : public ExpertRuntime {
       }
     }
     for (const auto& e : job.experts) cache_->entry(layer, e.expert).pinned = false;
+    cache_->enforceCapacities();  // a plan applied while this layer ran may have shrunk the pools
     lastBatchEnd_ = job.lastRelease;
 
     // Lower bound (Lemma B.3) from the measured durations of this layer.
@@ -873,7 +868,6 @@ class Runtime final : public ExpertRuntime {
   mutable std::mutex cacheMutex_;  // cache_, plans, token counters
   std::unique_ptr<cache::ExpertCache> cache_;
   Plan currentPlan_;
-  std::optional<Plan> pendingPlan_;
   unsigned activePools_ = 0xF;
   uint64_t token_ = 0, useClock_ = 0;
   bool started_ = false;

@@ -255,8 +255,14 @@ class TestExpertRuntime : public QObject {
     runStream(huffman_, *rt, requestStream(30, m.numLayers(), m.numExperts, 2, 9));
     done = true;
     slider.join();
+    // While idle, a smaller budget frees memory at once (no layer has to run first).
+    rt->setMemoryBudget(big);
+    rt->waitForPlan();
+    runStream(huffman_, *rt, requestStream(4, m.numLayers(), m.numExperts, 2, 8));
+    QVERIFY(rt->stats().heldBytes > small);
     rt->setMemoryBudget(small);
     rt->waitForPlan();
+    QVERIFY(rt->stats().heldBytes <= small);
     runStream(huffman_, *rt, requestStream(2, m.numLayers(), m.numExperts, 2, 10));
     const RuntimeStats st = rt->stats();
     QCOMPARE(st.budgetBytes, small);
