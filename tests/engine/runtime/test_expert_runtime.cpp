@@ -114,6 +114,9 @@ int runStream(Fixture& f, ExpertRuntime& rt, const std::vector<std::vector<std::
         ++seen;
       }
       if (got.size() != reqs.size()) qFatal("batch returned %zu of %zu experts", got.size(), reqs.size());
+      // The layer ends with its batch. (While it runs, a budget that shrank meanwhile may still be
+      // exceeded by the experts it is using: they are pinned until then.)
+      batch.reset();
       const RuntimeStats st = rt.stats();
       if (st.heldBytes > st.budgetBytes)
         qFatal("held %llu bytes over the budget %llu", static_cast<unsigned long long>(st.heldBytes),
