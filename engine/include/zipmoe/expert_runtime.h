@@ -83,7 +83,9 @@ struct RuntimeStats {
   std::array<PoolState, 4> pools{};   // FullTensor: pools[0] is its cache
   uint64_t workingSetBytes = 0;       // staging + output slots
   uint64_t budgetBytes = 0;
-  uint64_t heldBytes = 0;             // pools + working set right now (≤ budget)
+  uint64_t heldBytes = 0;             // pools + working set right now: ≤ budget whenever no layer
+                                      // runs (a running layer's experts may exceed a budget that
+                                      // shrank meanwhile until the layer ends)
   uint64_t droppedTraceEvents = 0;
 };
 
