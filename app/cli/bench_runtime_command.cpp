@@ -168,23 +168,21 @@ int runBenchRuntime(const Args& arguments) {
     convertCheckpoint(hf, storeDir, ConvertOptions{});
   }
   auto store = std::shared_ptr<const Store>(Store::open(storeDir).release());
-  CostProfile profile;
   const auto profilePath = storeDir / (mode == ReadMode::Direct ? "profile.json" : "profile-buffered.json");
-  bool haveProfile = false;
-  if (std::filesystem::exists(profilePath)) {
-    try {
-      profile = loadCostProfile(profilePath);
-      checkProfile(profile, *store, mode, profilePath.string());
-      haveProfile = true;
-    } catch (const Error& e) {
-      std::fprintf(stderr, "bench: %s: re-measuring\n", e.what());
-    }
+  std::optional<CostProfile> saved;
+  try {
+    std::string whyNot;
+    saved = loadMatchingProfile(profilePath, *store, mode, &whyNot);
+    if (!whyNot.empty()) std::fprintf(stderr, "bench: %s: re-measuring\n", whyNot.c_str());
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench: %s: re-measuring\n", e.what());
   }
-  if (!haveProfile) {
+  if (!saved) {
     std::fprintf(stderr, "bench: measuring the cost profile…\n");
-    profile = profileStore(*store, mode, ComputeDtype::Auto, threads, 24);
-    saveCostProfile(profile, profilePath);
+    saved = profileStore(*store, mode, ComputeDtype::Auto, threads, 24);
+    saveCostProfile(*saved, profilePath);
   }
+  const CostProfile profile = *saved;
   std::fprintf(stderr, "bench: profile u %.2f ms, v %.2f ms, c %.2f ms, recovery %.2f ms, BF16 tensor read %.2f ms, FFN %.2f + %.3f·t ms\n",
                profile.smRead * 1e3, profile.eRead * 1e3, profile.decompress * 1e3, profile.recover * 1e3,
                profile.fullRead * 1e3, profile.computeBase * 1e3, profile.computePerToken * 1e3);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "zipmoe/store.h"
@@ -39,6 +40,11 @@ CostProfile measureCostProfile(const Store& store, ReadMode mode, int samples = 
 // Throws zipmoe::Error naming the file and the mismatching field (host, store, read mode).
 void checkProfile(const CostProfile& profile, const Store& store, ReadMode mode, const std::string& what);
 void saveCostProfile(const CostProfile& profile, const std::filesystem::path& path);
+// The profile saved at `path` when it exists and fits this machine, store and read mode; otherwise
+// nullopt, with checkProfile's reason in *whyNot when the file exists but does not fit. Throws for
+// a file that is not a valid profile.
+std::optional<CostProfile> loadMatchingProfile(const std::filesystem::path& path, const Store& store, ReadMode mode,
+                                               std::string* whyNot = nullptr);
 CostProfile loadCostProfile(const std::filesystem::path& path);  // throws naming the file and field
 
 }  // namespace zipmoe

@@ -152,6 +152,19 @@ void saveCostProfile(const CostProfile& p, const std::filesystem::path& path) {
   io::writeFileAtomically(path, j.dump(2) + "\n");
 }
 
+std::optional<CostProfile> loadMatchingProfile(const std::filesystem::path& path, const Store& store, ReadMode mode,
+                                               std::string* whyNot) {
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  CostProfile p = loadCostProfile(path);
+  try {
+    checkProfile(p, store, mode, path.string());
+  } catch (const Error& e) {
+    if (whyNot) *whyNot = e.what();
+    return std::nullopt;
+  }
+  return p;
+}
+
 CostProfile loadCostProfile(const std::filesystem::path& path) {
   const std::string what = path.string();
   nlohmann::json j;

@@ -311,7 +311,6 @@ class Runtime final : public ExpertRuntime {
 
   // Bytes one expert takes in pool p (averages over the store for C and E; the planner's unit).
   void measureSizes() {
-    const Manifest& m = store_->manifest();
     maxEBytes_.assign(static_cast<size_t>(kinds_), 0);
     double eTotal = 0, smTotal = 0;
     for (int l = 0; l < layers_; ++l)
@@ -326,7 +325,6 @@ class Runtime final : public ExpertRuntime {
     double full = 0;
     for (int kind = 0; kind < kinds_; ++kind) full += static_cast<double>(fullBytes(kind));
     bytesPerExpert_ = {full, (eTotal + smTotal) / n, smTotal / n, eTotal / n};
-    (void)m;
   }
 
   void openCheckpoint() {

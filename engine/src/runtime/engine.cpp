@@ -47,39 +47,28 @@ std::unique_ptr<Engine> Engine::open(const std::filesystem::path& dir, const Eng
     e->store_ = std::shared_ptr<const Store>(Store::open(dir).release());
     const ReadMode mode = options.runtime->readMode;
     std::filesystem::path profilePath = options.profilePath.empty() ? dir / "profile.json" : options.profilePath;
-    bool have = false;
-    if (std::filesystem::exists(profilePath)) {
-      e->profile_ = loadCostProfile(profilePath);
-      try {
-        checkProfile(e->profile_, *e->store_, mode, profilePath.string());
-        have = true;
-      } catch (const Error& err) {
-        if (!options.profilePath.empty()) throw;  // an explicitly named profile must fit
-        status(std::string("re-measuring costs: ") + err.what());
-      }
+    std::string whyNot;
+    std::optional<CostProfile> profile = loadMatchingProfile(profilePath, *e->store_, mode, &whyNot);
+    if (!profile && !whyNot.empty()) {
+      if (!options.profilePath.empty()) throw Error(whyNot);  // an explicitly named profile must fit
+      status("re-measuring costs: " + whyNot);
     }
-    if (!have) {
+    if (!profile) {
       const auto cached = userCacheDir() / "profiles" / (std::to_string(std::hash<std::string>{}(
                                                              std::filesystem::absolute(dir).string() +
                                                              (mode == ReadMode::Direct ? "direct" : "buffered"))) +
                                                          ".json");
-      if (options.profilePath.empty() && std::filesystem::exists(cached)) {
-        e->profile_ = loadCostProfile(cached);
-        try {
-          checkProfile(e->profile_, *e->store_, mode, cached.string());
-          have = true;
-        } catch (const Error&) {
-        }
-      }
-      if (!have) {
+      if (options.profilePath.empty()) profile = loadMatchingProfile(cached, *e->store_, mode);
+      if (!profile) {
         status("measuring this machine's cost profile on " + dir.string() + "…");
-        e->profile_ = profileStore(*e->store_, mode, modelOptions.dtype, modelOptions.threads, options.profileSamples);
+        profile = profileStore(*e->store_, mode, modelOptions.dtype, modelOptions.threads, options.profileSamples);
         const bool writable = ::access(profilePath.parent_path().c_str(), W_OK) == 0;
         const auto target = writable || !options.profilePath.empty() ? profilePath : cached;
         std::filesystem::create_directories(target.parent_path());
-        saveCostProfile(e->profile_, target);
+        saveCostProfile(*profile, target);
       }
     }
+    e->profile_ = *profile;
     e->runtime_ = ExpertRuntime::open(e->store_, *options.runtime, e->profile_);
     modelOptions.experts = e->runtime_;
   }
