@@ -53,6 +53,8 @@ class Engine {
   Tokenizer& tokenizer() { return *tokenizer_; }
   const ChatTemplate* chatTemplate() const { return chatTemplate_ ? &*chatTemplate_ : nullptr; }
   ExpertRuntime* runtime() { return runtime_.get(); }  // null when all experts are resident
+  // The same, shareable with threads that read stats or move the budget (the app's GUI thread).
+  std::shared_ptr<ExpertRuntime> sharedRuntime() const { return runtime_; }
   TraceRouting* traceRouting() { return traceRouting_.get(); }
   const CostProfile& profile() const { return profile_; }
   std::shared_ptr<const Store> store() const { return store_; }

@@ -1,0 +1,623 @@
+#include "chat_controller.h"
+
+#include <QClipboard>
+#include <QCoreApplication>
+#include <QDir>
+#include <QFileInfo>
+#include <QGuiApplication>
+#include <QLocale>
+#include <QQmlEngine>
+#include <QUrl>
+
+#include "chat_database.h"
+#include "chat_export.h"
+#include "chat_list_model.h"
+#include "engine_worker.h"
+#include "message_model.h"
+#include "runtime_handle.h"
+#include "runtime_monitor.h"
+#include "timeline_model.h"
+
+namespace zipmoe::app {
+
+namespace {
+
+ChatController* g_instance = nullptr;
+
+MessageRow toRow(const MessageRecord& m) {
+  MessageRow r;
+  r.id = m.id;
+  r.position = m.position;
+  r.role = m.role;
+  r.content = m.content;
+  r.state = messageStateName(m.state);
+  r.ttftMs = m.ttftMs;
+  r.tokensPerSecond = m.tokensPerSecond;
+  r.expertHitRate = m.expertHitRate;
+  r.generatedTokens = m.generatedTokens;
+  r.stopReason = m.stopReason;
+  return r;
+}
+
+QString localPath(const QString& pathOrUrl) {
+  const QUrl url(pathOrUrl);
+  return url.isLocalFile() ? url.toLocalFile() : pathOrUrl;
+}
+
+}  // namespace
+
+ChatController::ChatController(const ControllerOptions& options, QObject* parent)
+    : QObject(parent),
+      options_(options),
+      handle_(std::make_shared<RuntimeHandle>()),
+      chats_(new ChatListModel(this)),
+      messages_(new MessageModel(this)),
+      timeline_(new TimelineModel(this)),
+      runtime_(new RuntimeMonitor(handle_, timeline_, this)) {
+  qRegisterMetaType<ChatTurn>();
+  qRegisterMetaType<QList<ChatTurn>>();
+  qRegisterMetaType<ReplyStats>();
+  qRegisterMetaType<ModelInfo>();
+  qRegisterMetaType<SamplingSettings>();
+  qRegisterMetaType<OpenModelRequest>();
+
+  if (!options_.databasePath.isEmpty()) {
+    try {
+      database_ = std::make_shared<ChatDatabase>(options_.databasePath);
+      database_->recoverInterruptedReplies();
+      language_ = database_->setting(QStringLiteral("language"), QStringLiteral("en")).toString();
+    } catch (const std::exception& e) {
+      // The chat still works; nothing is written to a file we could not read (it is left as it is).
+      database_.reset();
+      databaseError_ = QString::fromUtf8(e.what());
+    }
+  }
+
+  worker_ = new EngineWorker(database_, handle_);
+  worker_->moveToThread(&thread_);
+  connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
+  connect(worker_, &EngineWorker::loadProgress, this, &ChatController::onLoadProgress);
+  connect(worker_, &EngineWorker::modelReady, this, &ChatController::onModelReady);
+  connect(worker_, &EngineWorker::modelFailed, this, &ChatController::onModelFailed);
+  connect(worker_, &EngineWorker::textArrived, this, &ChatController::onText);
+  connect(worker_, &EngineWorker::replyFinished, this, &ChatController::onReplyFinished);
+  connect(worker_, &EngineWorker::replyFailed, this, &ChatController::onReplyFailed);
+  thread_.setObjectName(QStringLiteral("engine worker"));
+  thread_.start();
+
+  viewFlush_.setInterval(30);  // about one frame: many small tokens become one model update
+  connect(&viewFlush_, &QTimer::timeout, this, &ChatController::flushToView);
+  databaseFlush_.setInterval(500);
+  connect(&databaseFlush_, &QTimer::timeout, this, &ChatController::flushToDatabase);
+
+  reloadChats();
+  if (database_) {
+    const qint64 last = database_->setting(QStringLiteral("lastChatId"), 0).toLongLong();
+    if (last && database_->chat(last)) selectChat(last);
+  }
+  if (language_ != QStringLiteral("en")) installTranslator(language_);
+}
+
+ChatController::~ChatController() {
+  if (stream_.requestId) {
+    worker_->requestStop();
+    flushToDatabase();
+  }
+  worker_->requestCancel();
+  QMetaObject::invokeMethod(worker_, &EngineWorker::shutdown, Qt::BlockingQueuedConnection);
+  thread_.quit();
+  thread_.wait();
+  if (g_instance == this) g_instance = nullptr;
+}
+
+void ChatController::setInstance(ChatController* controller) { g_instance = controller; }
+
+ChatController* ChatController::create(QQmlEngine* qml, QJSEngine*) {
+  Q_ASSERT(g_instance);
+  QJSEngine::setObjectOwnership(g_instance, QJSEngine::CppOwnership);
+  g_instance->setQmlEngine(qml);
+  return g_instance;
+}
+
+// Model --------------------------------------------------------------------------------------------
+
+void ChatController::openModel(const QString& pathOrUrl) {
+  if (stream_.requestId) stop();
+  const QString path = pathOrUrl.isEmpty() ? options_.demoModelDir : localPath(pathOrUrl);
+  OpenModelRequest request;
+  request.path = path;
+  request.storesDir = options_.storesDir;
+  request.decompressWorkers = info_.decompressWorkers > 0 && path == info_.sourcePath ? info_.decompressWorkers : 0;
+  if (database_) {
+    // The budget and pools the user chose for this model last time, by path (the key needs the store).
+    const QVariant budget = database_->setting(QStringLiteral("budget:") + path);
+    if (budget.isValid()) request.budgetBytes = budget.toULongLong();
+    request.pools = database_->setting(QStringLiteral("pools:") + path, 0xF).toUInt();
+    if (request.pools == 0 || request.pools > 0xF) request.pools = 0xF;
+    if (!request.decompressWorkers)
+      request.decompressWorkers = database_->setting(QStringLiteral("workers:") + path, 0).toInt();
+  }
+  openingPath_ = path;
+  modelError_.clear();
+  loadStage_ = tr("Opening %1…").arg(QFileInfo(path).fileName());
+  loadProgress_ = -1;
+  setModelState(QStringLiteral("loading"));
+  Q_EMIT loadProgressChanged();
+  QMetaObject::invokeMethod(worker_, [w = worker_, request] { w->openModel(request); }, Qt::QueuedConnection);
+}
+
+void ChatController::cancelLoading() { worker_->requestCancel(); }
+
+void ChatController::onLoadProgress(const QString& stage, double fraction) {
+  loadStage_ = stage;
+  loadProgress_ = fraction;
+  Q_EMIT loadProgressChanged();
+}
+
+void ChatController::onModelReady(const ModelInfo& info) {
+  info_ = info;
+  if (database_) {
+    database_->setSetting(QStringLiteral("lastModel"), info.sourcePath);
+    database_->setSetting(QStringLiteral("budget:") + info.sourcePath, static_cast<qulonglong>(info.budgetBytes));
+  }
+  runtime_->refresh();
+  setModelState(QStringLiteral("ready"));
+}
+
+void ChatController::onModelFailed(const QString& error) {
+  modelError_ = error;
+  setModelState(QStringLiteral("failed"));
+}
+
+void ChatController::setModelState(const QString& state) {
+  modelState_ = state;
+  Q_EMIT modelChanged();
+}
+
+QVariantMap ChatController::modelInfo() const {
+  QVariantMap m;
+  m[QStringLiteral("name")] = info_.name;
+  m[QStringLiteral("modelKey")] = info_.modelKey;
+  m[QStringLiteral("sourcePath")] = info_.sourcePath;
+  m[QStringLiteral("storePath")] = info_.storePath;
+  m[QStringLiteral("family")] = info_.family;
+  m[QStringLiteral("layers")] = info_.layers;
+  m[QStringLiteral("experts")] = info_.experts;
+  m[QStringLiteral("expertsPerToken")] = info_.expertsPerToken;
+  m[QStringLiteral("contextLength")] = info_.contextLength;
+  m[QStringLiteral("expertBytes")] = static_cast<double>(info_.expertBytes);
+  m[QStringLiteral("computeDtype")] = info_.computeDtype;
+  m[QStringLiteral("loadSeconds")] = info_.loadSeconds;
+  return m;
+}
+
+void ChatController::setDecompressWorkers(int workers) {
+  if (workers < 1 || workers == info_.decompressWorkers || info_.sourcePath.isEmpty()) return;
+  if (database_) database_->setSetting(QStringLiteral("workers:") + info_.sourcePath, workers);
+  if (database_ && runtime_->active()) {
+    database_->setSetting(QStringLiteral("budget:") + info_.sourcePath, static_cast<qulonglong>(runtime_->budgetBytes()));
+    database_->setSetting(QStringLiteral("pools:") + info_.sourcePath, runtime_->poolMask());
+  }
+  // The runtime's thread count is fixed when it opens: reopen (the store and profile are reused).
+  // Queued behind a streaming reply on the worker's thread, so the reply finishes first.
+  info_.decompressWorkers = workers;
+  openModel(info_.sourcePath);
+}
+
+int ChatController::cpuCores() const { return QThread::idealThreadCount(); }
+
+// Chats --------------------------------------------------------------------------------------------
+
+void ChatController::reloadChats() {
+  std::vector<ChatRow> rows;
+  if (database_) {
+    try {
+      for (const ChatRecord& c : database_->listChats(searchText_)) rows.push_back({c.id, c.title, c.updatedAt});
+    } catch (const std::exception& e) {
+      setError(QString::fromUtf8(e.what()));
+    }
+  }
+  chats_->reset(std::move(rows));
+}
+
+void ChatController::setSearchText(const QString& text) {
+  if (text == searchText_) return;
+  searchText_ = text;
+  Q_EMIT searchTextChanged();
+  reloadChats();
+}
+
+qint64 ChatController::ensureChat() {
+  if (currentChatId_) return currentChatId_;
+  newChat();
+  return currentChatId_;
+}
+
+void ChatController::newChat() {
+  if (!database_) {
+    setError(tr("History is not available: %1").arg(databaseError_));
+    return;
+  }
+  try {
+    const ChatRecord c = database_->createChat(tr("New chat"), systemPrompt_, sampling_.toJson(), info_.modelKey);
+    currentChatId_ = c.id;
+    currentChatTitle_ = c.title;
+    messages_->reset({});
+    database_->setSetting(QStringLiteral("lastChatId"), c.id);
+    Q_EMIT currentChatChanged();
+    reloadChats();
+  } catch (const std::exception& e) {
+    setError(QString::fromUtf8(e.what()));
+  }
+}
+
+void ChatController::selectChat(qint64 chatId) {
+  if (!database_) return;
+  currentChatId_ = chatId;
+  loadCurrentChat();
+  database_->setSetting(QStringLiteral("lastChatId"), chatId);
+}
+
+void ChatController::loadCurrentChat() {
+  try {
+    const auto chat = database_->chat(currentChatId_);
+    if (!chat) {
+      currentChatId_ = 0;
+      currentChatTitle_.clear();
+      messages_->reset({});
+      Q_EMIT currentChatChanged();
+      return;
+    }
+    currentChatTitle_ = chat->title;
+    systemPrompt_ = chat->systemPrompt;
+    QString problem;
+    sampling_ = SamplingSettings::fromJson(chat->samplingJson, &problem);
+    if (!problem.isEmpty()) setError(tr("Chat settings: %1").arg(problem));
+    std::vector<MessageRow> rows;
+    for (const MessageRecord& m : database_->messages(currentChatId_)) {
+      MessageRow r = toRow(m);
+      // The reply still streaming shows what has arrived, not only what was committed.
+      if (stream_.requestId && m.id == stream_.messageId) r.content = stream_.text;
+      rows.push_back(r);
+    }
+    messages_->reset(std::move(rows));
+    Q_EMIT currentChatChanged();
+    Q_EMIT chatSettingsChanged();
+  } catch (const std::exception& e) {
+    setError(QString::fromUtf8(e.what()));
+  }
+}
+
+void ChatController::renameChat(qint64 chatId, const QString& title) {
+  if (!database_ || title.trimmed().isEmpty()) return;
+  try {
+    database_->renameChat(chatId, title.trimmed());
+    if (chatId == currentChatId_) {
+      currentChatTitle_ = title.trimmed();
+      Q_EMIT currentChatChanged();
+    }
+    reloadChats();
+  } catch (const std::exception& e) {
+    setError(QString::fromUtf8(e.what()));
+  }
+}
+
+void ChatController::deleteChat(qint64 chatId) {
+  if (!database_) return;
+  if (stream_.requestId && stream_.chatId == chatId) {
+    worker_->requestStop();
+    endStream();
+  }
+  try {
+    database_->deleteChat(chatId);
+    if (chatId == currentChatId_) {
+      currentChatId_ = 0;
+      currentChatTitle_.clear();
+      messages_->reset({});
+      Q_EMIT currentChatChanged();
+    }
+    reloadChats();
+  } catch (const std::exception& e) {
+    setError(QString::fromUtf8(e.what()));
+  }
+}
+
+// Settings of the chat ------------------------------------------------------------------------------
+
+QVariantMap ChatController::sampling() const {
+  QVariantMap m;
+  m[QStringLiteral("temperature")] = sampling_.temperature;
+  m[QStringLiteral("topK")] = sampling_.topK;
+  m[QStringLiteral("topP")] = sampling_.topP;
+  m[QStringLiteral("minP")] = sampling_.minP;
+  m[QStringLiteral("repetitionPenalty")] = sampling_.repetitionPenalty;
+  m[QStringLiteral("maxTokens")] = sampling_.maxTokens;
+  m[QStringLiteral("seed")] = static_cast<double>(sampling_.seed);
+  return m;
+}
+
+void ChatController::setSamplingValue(const QString& name, double value) {
+  SamplingSettings s = sampling_;
+  if (name == QStringLiteral("temperature")) s.temperature = qBound(0.0, value, 5.0);
+  else if (name == QStringLiteral("topK")) s.topK = qBound(0, static_cast<int>(value), 100000);
+  else if (name == QStringLiteral("topP")) s.topP = qBound(0.01, value, 1.0);
+  else if (name == QStringLiteral("minP")) s.minP = qBound(0.0, value, 1.0);
+  else if (name == QStringLiteral("repetitionPenalty")) s.repetitionPenalty = qBound(0.1, value, 10.0);
+  else if (name == QStringLiteral("maxTokens")) s.maxTokens = qBound(1, static_cast<int>(value), 1 << 20);
+  else if (name == QStringLiteral("seed")) s.seed = static_cast<quint64>(qMax(0.0, value));
+  else {
+    setError(tr("Unknown sampling setting '%1'.").arg(name));
+    return;
+  }
+  sampling_ = s;
+  saveChatSettings();
+  Q_EMIT chatSettingsChanged();
+}
+
+void ChatController::setSystemPrompt(const QString& text) {
+  if (text == systemPrompt_) return;
+  systemPrompt_ = text;
+  saveChatSettings();
+  Q_EMIT chatSettingsChanged();
+}
+
+void ChatController::saveChatSettings() {
+  if (!database_ || !currentChatId_) return;
+  try {
+    database_->updateChatSettings(currentChatId_, systemPrompt_, sampling_.toJson());
+  } catch (const std::exception& e) {
+    setError(QString::fromUtf8(e.what()));
+  }
+}
+
+// Replies ------------------------------------------------------------------------------------------
+
+bool ChatController::send(const QString& text) {
+  const QString message = text.trimmed();
+  if (message.isEmpty()) return false;
+  if (stream_.requestId) {
+    setError(tr("Wait for the reply to finish, or stop it."));
+    return false;
+  }
+  if (modelState_ != QStringLiteral("ready")) {
+    setError(tr("No model is ready yet."));
+    return false;
+  }
+  const qint64 chatId = ensureChat();
+  if (!chatId) return false;
+  try {
+    const MessageRecord m = database_->addMessage(chatId, QStringLiteral("user"), message, MessageState::Complete);
+    messages_->append(toRow(m));
+    if (currentChatTitle_ == tr("New chat") && messages_->count() == 1) {
+      QString title = message.simplified();
+      if (title.size() > 48) title = title.left(47) + QChar(0x2026);
+      renameChat(chatId, title);
+    }
+  } catch (const std::exception& e) {
+    setError(QString::fromUtf8(e.what()));
+    return false;
+  }
+  return startReply();
+}
+
+bool ChatController::startReply() {
+  QList<ChatTurn> turns;
+  if (!systemPrompt_.trimmed().isEmpty()) turns.append({QStringLiteral("system"), systemPrompt_});
+  for (const MessageRow& r : messages_->rows())
+    if (r.state != QStringLiteral("error") && !r.content.isEmpty()) turns.append({r.role, r.content});
+  try {
+    const MessageRecord reply =
+        database_->addMessage(currentChatId_, QStringLiteral("assistant"), QString(), MessageState::Streaming);
+    messages_->append(toRow(reply));
+    stream_ = Stream{};
+    stream_.requestId = nextRequestId_++;
+    stream_.chatId = currentChatId_;
+    stream_.messageId = reply.id;
+  } catch (const std::exception& e) {
+    setError(QString::fromUtf8(e.what()));
+    return false;
+  }
+  viewFlush_.start();
+  databaseFlush_.start();
+  Q_EMIT generatingChanged();
+  QMetaObject::invokeMethod(
+      worker_, [w = worker_, id = stream_.requestId, turns, s = sampling_] { w->generate(id, turns, s); },
+      Qt::QueuedConnection);
+  reloadChats();
+  return true;
+}
+
+void ChatController::stop() {
+  if (stream_.requestId) worker_->requestStop();
+}
+
+bool ChatController::regenerate() {
+  if (stream_.requestId || !currentChatId_ || modelState_ != QStringLiteral("ready")) return false;
+  const auto& rows = messages_->rows();
+  if (rows.empty()) return false;
+  int position = -1;
+  for (auto it = rows.rbegin(); it != rows.rend(); ++it) {
+    if (it->role == QStringLiteral("assistant")) position = it->position;
+    else break;
+  }
+  if (position < 0) {
+    if (rows.back().role != QStringLiteral("user")) return false;  // a user message waiting for a reply
+  } else {
+    try {
+      database_->deleteMessagesFrom(currentChatId_, position);
+    } catch (const std::exception& e) {
+      setError(QString::fromUtf8(e.what()));
+      return false;
+    }
+    messages_->removeFrom(position);
+  }
+  return startReply();
+}
+
+bool ChatController::editAndResend(int position, const QString& text) {
+  if (stream_.requestId || !currentChatId_ || text.trimmed().isEmpty()) return false;
+  const auto& rows = messages_->rows();
+  const auto it = std::find_if(rows.begin(), rows.end(), [&](const MessageRow& r) { return r.position == position; });
+  if (it == rows.end() || it->role != QStringLiteral("user")) return false;
+  try {
+    database_->deleteMessagesFrom(currentChatId_, position);
+  } catch (const std::exception& e) {
+    setError(QString::fromUtf8(e.what()));
+    return false;
+  }
+  messages_->removeFrom(position);
+  return send(text);
+}
+
+bool ChatController::copyMessage(int position) {
+  for (const MessageRow& r : messages_->rows())
+    if (r.position == position) {
+      if (auto* clipboard = QGuiApplication::clipboard()) {
+        clipboard->setText(r.content);
+        return true;
+      }
+    }
+  return false;
+}
+
+void ChatController::onText(qint64 requestId, const QString& text) {
+  if (requestId != stream_.requestId) return;  // a reply already ended here (deleted chat)
+  stream_.text += text;
+  stream_.unshown += text;
+  stream_.dirty = true;
+}
+
+void ChatController::flushToView() {
+  if (stream_.unshown.isEmpty()) return;
+  if (stream_.chatId == currentChatId_) messages_->appendText(stream_.messageId, stream_.unshown);
+  stream_.unshown.clear();
+  Q_EMIT streamingText();
+}
+
+void ChatController::flushToDatabase() {
+  if (!stream_.dirty || !database_) return;
+  try {
+    database_->setMessageContent(stream_.messageId, stream_.text);
+    stream_.dirty = false;
+  } catch (const std::exception& e) {
+    setError(QString::fromUtf8(e.what()));
+  }
+}
+
+void ChatController::endStream() {
+  viewFlush_.stop();
+  databaseFlush_.stop();
+  stream_ = Stream{};
+  Q_EMIT generatingChanged();
+}
+
+void ChatController::onReplyFinished(qint64 requestId, const ReplyStats& stats) {
+  if (requestId != stream_.requestId) return;
+  flushToView();
+  const qint64 messageId = stream_.messageId;
+  try {
+    MessageStats s;
+    s.ttftMs = stats.ttftMs;
+    s.tokensPerSecond = stats.tokensPerSecond;
+    s.promptTokens = stats.promptTokens;
+    s.generatedTokens = stats.generatedTokens;
+    s.expertHitRate = stats.expertHitRate;
+    s.stopReason = stats.stopReason;
+    database_->finishMessage(messageId, stream_.text, MessageState::Complete, s);
+    if (stream_.chatId == currentChatId_) {
+      MessageRow row = messages_->rows()[static_cast<size_t>(messages_->rowOf(messageId))];
+      row.content = stream_.text;
+      row.state = QStringLiteral("complete");
+      row.ttftMs = stats.ttftMs;
+      row.tokensPerSecond = stats.tokensPerSecond;
+      row.expertHitRate = stats.expertHitRate;
+      row.generatedTokens = stats.generatedTokens;
+      row.stopReason = stats.stopReason;
+      messages_->update(row);
+    }
+  } catch (const std::exception& e) {
+    setError(QString::fromUtf8(e.what()));
+  }
+  if (stats.droppedTurns > 0)
+    setError(tr("The conversation is longer than the model's context: the %n oldest message(s) were left out.", "",
+                stats.droppedTurns));
+  endStream();
+  reloadChats();
+  Q_EMIT replyFinished(messageId);
+}
+
+void ChatController::onReplyFailed(qint64 requestId, const QString& error) {
+  if (requestId != stream_.requestId) return;
+  flushToView();
+  const qint64 messageId = stream_.messageId;
+  try {
+    MessageStats s;
+    s.stopReason = error;
+    database_->finishMessage(messageId, stream_.text, MessageState::Error, s);
+    if (stream_.chatId == currentChatId_ && messages_->rowOf(messageId) >= 0) {
+      MessageRow row = messages_->rows()[static_cast<size_t>(messages_->rowOf(messageId))];
+      row.content = stream_.text;
+      row.state = QStringLiteral("error");
+      row.stopReason = error;
+      messages_->update(row);
+    }
+  } catch (const std::exception& e) {
+    setError(QString::fromUtf8(e.what()));
+  }
+  setError(error);
+  endStream();
+  Q_EMIT replyFinished(messageId);
+}
+
+// Export, language, errors ------------------------------------------------------------------------------
+
+bool ChatController::exportChat(qint64 chatId, const QString& fileOrUrl) {
+  if (!database_) return false;
+  const QString path = localPath(fileOrUrl);
+  try {
+    const auto chat = database_->chat(chatId);
+    if (!chat) {
+      setError(tr("There is no chat %1 to export.").arg(chatId));
+      return false;
+    }
+    const auto messages = database_->messages(chatId);
+    const bool json = path.endsWith(QStringLiteral(".json"), Qt::CaseInsensitive);
+    writeTextFileAtomically(path, json ? exportChatJson(*chat, messages) : exportChatMarkdown(*chat, messages));
+    return true;
+  } catch (const std::exception& e) {
+    setError(QString::fromUtf8(e.what()));
+    return false;
+  }
+}
+
+void ChatController::setLanguage(const QString& code) {
+  if (code == language_) return;
+  language_ = code;
+  installTranslator(code);
+  if (database_) database_->setSetting(QStringLiteral("language"), code);
+  Q_EMIT languageChanged();
+}
+
+void ChatController::installTranslator(const QString& code) {
+  QCoreApplication::removeTranslator(&translator_);
+  if (code != QStringLiteral("en")) {
+    if (translator_.load(QStringLiteral("zipmoe_") + code, options_.translationsPath))
+      QCoreApplication::installTranslator(&translator_);
+    else
+      setError(tr("No translation for '%1' in %2.").arg(code, options_.translationsPath));
+  }
+  if (qmlEngine_) qmlEngine_->retranslate();
+}
+
+QString ChatController::formatBytes(double bytes) const {
+  return QLocale().formattedDataSize(static_cast<qint64>(bytes), 1, QLocale::DataSizeTraditionalFormat);
+}
+
+void ChatController::setError(const QString& error) {
+  lastError_ = error;
+  Q_EMIT lastErrorChanged();
+}
+
+void ChatController::clearError() { setError({}); }
+
+}  // namespace zipmoe::app

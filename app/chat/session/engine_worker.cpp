@@ -1,0 +1,282 @@
+#include "engine_worker.h"
+
+#include <QCryptographicHash>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QThread>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <random>
+
+#include "chat_database.h"
+#include "zipmoe/converter.h"
+#include "zipmoe/cost_profile.h"
+#include "zipmoe/engine.h"
+#include "zipmoe/error.h"
+#include "zipmoe/generator.h"
+#include "zipmoe/model_family.h"
+#include "zipmoe/store.h"
+
+namespace zipmoe::app {
+
+namespace {
+
+std::filesystem::path toPath(const QString& s) { return std::filesystem::path(s.toStdString()); }
+
+bool isStore(const QString& dir) { return QFileInfo::exists(dir + QStringLiteral("/manifest.json")); }
+bool isHfModel(const QString& dir) { return QFileInfo::exists(dir + QStringLiteral("/config.json")); }
+
+uint64_t sum(const std::array<uint64_t, 4>& a) { return a[0] + a[1] + a[2] + a[3]; }
+
+}  // namespace
+
+EngineWorker::EngineWorker(std::shared_ptr<ChatDatabase> database, std::shared_ptr<RuntimeHandle> runtime)
+    : database_(std::move(database)), runtime_(std::move(runtime)) {}
+
+EngineWorker::~EngineWorker() = default;
+
+QString EngineWorker::storePathFor(const QString& hfDir, const QString& storesDir) {
+  // The name changes when the checkpoint does (path, config and weight files' sizes and times), so a
+  // replaced checkpoint is converted again instead of running on a stale store.
+  QCryptographicHash hash(QCryptographicHash::Sha1);
+  const QFileInfo dir(hfDir);
+  hash.addData(dir.canonicalFilePath().toUtf8());
+  const QStringList files = QDir(hfDir).entryList({QStringLiteral("*.json"), QStringLiteral("*.safetensors")},
+                                                  QDir::Files, QDir::Name);
+  for (const QString& f : files) {
+    const QFileInfo fi(QDir(hfDir).filePath(f));
+    hash.addData(QStringLiteral("%1:%2:%3;").arg(f).arg(fi.size()).arg(fi.lastModified().toMSecsSinceEpoch()).toUtf8());
+  }
+  return QDir(storesDir).filePath(dir.fileName() + QLatin1Char('-') +
+                                  QString::fromLatin1(hash.result().toHex().left(12)));
+}
+
+QString EngineWorker::ensureStore(const QString& path, const QString& storesDir) {
+  if (isStore(path)) return path;
+  if (!isHfModel(path))
+    throw Error("'" + path.toStdString() +
+                "' is neither a Hugging Face model directory (no config.json) nor a ZipMoE store (no manifest.json)");
+  const QString storePath = storePathFor(path, storesDir);
+  if (isStore(storePath)) {
+    try {
+      Store::open(toPath(storePath));
+      return storePath;
+    } catch (const Error&) {
+      // A damaged earlier conversion: convert again below.
+    }
+  }
+  Q_EMIT loadProgress(tr("Converting %1 to a ZipMoE store…").arg(QFileInfo(path).fileName()), 0.0);
+  QDir().mkpath(storesDir);
+  ConvertOptions options;
+  options.cancel = &cancel_;
+  options.onProgress = [this](const ConvertProgress& p) {
+    const double fraction = p.bytesTotal ? static_cast<double>(p.bytesDone) / static_cast<double>(p.bytesTotal) : -1.0;
+    Q_EMIT loadProgress(tr("Converting: %1").arg(QString::fromStdString(p.currentTensor)), fraction);
+  };
+  try {
+    convertCheckpoint(toPath(path), toPath(storePath), options);
+  } catch (...) {
+    QDir(storePath).removeRecursively();  // a cancelled or failed conversion leaves nothing behind
+    throw;
+  }
+  return storePath;
+}
+
+void EngineWorker::openModel(const OpenModelRequest& request) {
+  cancel_.store(false);
+  closeModel();
+  try {
+    const QString storePath = ensureStore(request.path, request.storesDir);
+    Q_EMIT loadProgress(tr("Opening the model…"), -1.0);
+    QString modelKey;
+    {
+      const auto store = Store::open(toPath(storePath));
+      modelKey = QString::fromLatin1(familyName(store->manifest().family)) + QLatin1Char(':') +
+                 QString::fromStdString(storeIdentity(*store));
+    }
+    // A cost profile measured earlier on this machine for this store (kept in the database) saves
+    // the few seconds of measuring again when the store's own copy is gone.
+    const QString profilePath = storePath + QStringLiteral("/profile.json");
+    if (database_ && !QFileInfo::exists(profilePath)) {
+      if (const auto saved = database_->loadProfile(modelKey)) {
+        QFile f(profilePath);
+        if (f.open(QIODevice::WriteOnly)) f.write(saved->toUtf8());
+      }
+    }
+    if (cancel_.load()) throw Cancelled("opening the model was cancelled");
+
+    EngineOptions options;
+    RuntimeOptions runtime;
+    runtime.budgetBytes = UINT64_MAX / 4;  // set for real below, once the expert bytes are known
+    runtime.pools = request.pools;
+    runtime.decompressWorkers = request.decompressWorkers;
+    options.runtime = runtime;
+    options.onStatus = [this](const std::string& status) { Q_EMIT loadProgress(QString::fromStdString(status), -1.0); };
+    engine_ = Engine::open(toPath(storePath), options);
+    auto rt = engine_->sharedRuntime();
+
+    if (database_) {
+      if (const auto counts = database_->loadActivationCounts(modelKey)) {
+        ActivationCounts c;
+        c.layers = counts->layers;
+        c.experts = counts->experts;
+        c.counts.assign(counts->counts.begin(), counts->counts.end());
+        c.steps.assign(counts->steps.begin(), counts->steps.end());
+        try {
+          rt->loadActivationCounts(c);
+        } catch (const Error& e) {
+          Q_EMIT loadProgress(tr("Ignoring saved expert statistics: %1").arg(QString::fromUtf8(e.what())), -1.0);
+        }
+      }
+      QFile profile(profilePath);
+      if (profile.open(QIODevice::ReadOnly)) database_->saveProfile(modelKey, QString::fromUtf8(profile.readAll()));
+    }
+
+    const uint64_t expertBytes = rt->expertBytes(), minimum = rt->minimumBudget();
+    uint64_t budget = request.budgetBytes
+                          ? request.budgetBytes
+                          : static_cast<uint64_t>(request.budgetFraction * static_cast<double>(expertBytes));
+    budget = std::clamp(budget, minimum, std::max(minimum, expertBytes + minimum));
+    rt->setMemoryBudget(budget);
+    rt->waitForPlan();
+
+    const ModelConfig& config = engine_->model().config();
+    info_ = ModelInfo{};
+    info_.name = QFileInfo(request.path).fileName();
+    info_.sourcePath = request.path;
+    info_.storePath = storePath;
+    info_.modelKey = modelKey;
+    info_.family = QString::fromLatin1(familyName(config.family));
+    info_.layers = config.numMoeLayers();
+    info_.experts = config.numExperts;
+    info_.expertsPerToken = config.numExpertsPerTok;
+    info_.contextLength = config.maxPositionEmbeddings;
+    info_.expertBytes = expertBytes;
+    info_.minimumBudget = minimum;
+    info_.budgetBytes = budget;
+    info_.decompressWorkers = rt->lanes().workers;
+    info_.pools = rt->options().pools;
+    info_.computeDtype = engine_->model().computeDtype() == ComputeDtype::BFloat16 ? QStringLiteral("bf16")
+                                                                                 : QStringLiteral("fp32");
+    info_.loadSeconds = engine_->loadSeconds();
+    runtime_->set(rt);
+    Q_EMIT modelReady(info_);
+  } catch (const Cancelled&) {
+    closeModel();
+    Q_EMIT modelFailed(tr("Cancelled."));
+  } catch (const std::exception& e) {
+    closeModel();
+    Q_EMIT modelFailed(QString::fromUtf8(e.what()));
+  }
+}
+
+void EngineWorker::generate(qint64 requestId, const QList<ChatTurn>& turns, const SamplingSettings& sampling) {
+  stop_.store(false);
+  if (!engine_) {
+    Q_EMIT replyFailed(requestId, tr("No model is open."));
+    return;
+  }
+  try {
+    MoeModel& model = engine_->model();
+    const Tokenizer& tokenizer = engine_->tokenizer();
+    const int context = model.config().maxPositionEmbeddings;
+    std::vector<ChatMessage> messages;
+    for (const ChatTurn& t : turns) messages.push_back({t.role.toStdString(), t.content.toStdString()});
+    auto encode = [&](const std::vector<ChatMessage>& m) {
+      if (const ChatTemplate* tpl = engine_->chatTemplate()) return tokenizer.encode(tpl->render(m, true), false);
+      std::string text;
+      for (const ChatMessage& msg : m) text += msg.content + "\n";
+      return tokenizer.encode(text, true);
+    };
+    // Keep the newest turns that fit with room for the reply: a long chat keeps going on a model
+    // with a short context (the demo's is 256 tokens) instead of failing.
+    const int reserve = context > 0 ? std::min(sampling.maxTokens, context / 2) : sampling.maxTokens;
+    std::vector<int32_t> ids = encode(messages);
+    int dropped = 0;
+    auto firstDroppable = [&] {
+      for (size_t i = 0; i < messages.size(); ++i)
+        if (messages[i].role != "system") return i;
+      return messages.size();
+    };
+    while (context > 0 && static_cast<int>(ids.size()) + reserve > context) {
+      const size_t i = firstDroppable();
+      if (messages.size() - i <= 1) break;  // only the newest message is left
+      messages.erase(messages.begin() + static_cast<std::ptrdiff_t>(i));
+      ++dropped;
+      ids = encode(messages);
+    }
+    if (context > 0 && static_cast<int>(ids.size()) >= context)
+      throw Error(tr("The message is too long for this model: %1 tokens, and its context holds %2.")
+                      .arg(ids.size())
+                      .arg(context)
+                      .toStdString());
+
+    SamplingParams params;
+    params.temperature = sampling.temperature;
+    params.topK = sampling.topK;
+    params.topP = sampling.topP;
+    params.minP = sampling.minP;
+    params.repetitionPenalty = sampling.repetitionPenalty;
+    params.seed = sampling.seed ? sampling.seed : std::random_device{}();
+    params.maxTokens = context > 0 ? std::min(sampling.maxTokens, context - static_cast<int>(ids.size()))
+                                   : sampling.maxTokens;
+
+    ExpertRuntime* rt = engine_->runtime();
+    const RuntimeStats before = rt ? rt->stats() : RuntimeStats{};
+    const GenerationStats g = zipmoe::generate(
+        model, tokenizer, ids, params,
+        [&](std::string_view text) {
+          Q_EMIT textArrived(requestId, QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size())));
+          return !stop_.load(std::memory_order_relaxed);
+        },
+        &stop_);
+
+    ReplyStats stats;
+    stats.ttftMs = g.timeToFirstTokenMs;
+    stats.tokensPerSecond = g.timePerOutputTokenMs > 0 ? 1000.0 / g.timePerOutputTokenMs : 0.0;
+    stats.promptTokens = g.promptTokens;
+    stats.generatedTokens = g.generatedTokens;
+    stats.stopReason = QString::fromStdString(g.stopReason);
+    stats.droppedTurns = dropped;
+    if (rt) {
+      const RuntimeStats after = rt->stats();
+      const uint64_t activations = after.activations - before.activations;
+      if (activations > 0)
+        stats.expertHitRate = static_cast<double>(sum(after.hits) - sum(before.hits)) / static_cast<double>(activations);
+    }
+    Q_EMIT replyFinished(requestId, stats);
+    saveStatistics();
+  } catch (const std::exception& e) {
+    Q_EMIT replyFailed(requestId, QString::fromUtf8(e.what()));
+  }
+}
+
+void EngineWorker::saveStatistics() {
+  if (!engine_ || !database_ || !engine_->runtime()) return;
+  try {
+    const ActivationCounts c = engine_->runtime()->activationCounts();
+    database_->saveActivationCounts(info_.modelKey, c.layers, c.experts,
+                                    std::vector<quint64>(c.counts.begin(), c.counts.end()),
+                                    std::vector<quint64>(c.steps.begin(), c.steps.end()));
+  } catch (const std::exception& e) {
+    // Statistics are an optimisation for the next start; a full disk must not end the chat.
+    Q_EMIT loadProgress(tr("Could not save expert statistics: %1").arg(QString::fromUtf8(e.what())), -1.0);
+  }
+}
+
+void EngineWorker::closeModel() {
+  if (!engine_) return;
+  saveStatistics();
+  runtime_->set(nullptr);
+  engine_.reset();
+}
+
+void EngineWorker::shutdown() {
+  closeModel();
+  if (database_) database_->closeThreadConnection();
+}
+
+}  // namespace zipmoe::app

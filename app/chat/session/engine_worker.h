@@ -1,0 +1,88 @@
+// EngineWorker — the engine on its own thread: opens a model (converting an HF directory to a
+// ZipMoE store first, with progress, cancellable), generates replies, and keeps the model's expert
+// activation statistics and cost profile in the database.
+//
+// The worker is a QObject moved to a QThread that the ChatController owns; the controller calls its
+// slots through queued connections and receives its signals queued on the GUI thread, so the GUI
+// thread never waits for the engine. A reply streams as textArrived signals, each carrying only the
+// new text. Stopping a reply and cancelling a conversion are atomic flags the GUI thread sets and
+// the engine checks between tokens and between tensors. The expert runtime is published through a
+// RuntimeHandle so the GUI thread can read its statistics, drain its trace and move the memory
+// budget while a reply streams (the runtime replans on its own thread).
+// Thread-safety: slots run on the worker's thread; requestStop/requestCancel from any thread.
+// Cost: the engine's.
+#pragma once
+
+#include <QObject>
+#include <QString>
+
+#include <atomic>
+#include <memory>
+
+#include "chat_types.h"
+#include "runtime_handle.h"
+
+namespace zipmoe {
+class Engine;
+}
+
+namespace zipmoe::app {
+
+class ChatDatabase;
+
+struct OpenModelRequest {
+  QString path;               // an HF directory (converted first) or a ZipMoE store
+  QString storesDir;          // where converted stores are kept
+  double budgetFraction = 0.5;  // of the experts' BF16 bytes, used when budgetBytes is 0
+  quint64 budgetBytes = 0;
+  unsigned pools = 0xF;
+  int decompressWorkers = 0;  // 0 = one per core
+};
+
+class EngineWorker : public QObject {
+  Q_OBJECT
+
+ public:
+  // `database` may be null (no statistics kept). The worker opens its own connection to it.
+  EngineWorker(std::shared_ptr<ChatDatabase> database, std::shared_ptr<RuntimeHandle> runtime);
+  ~EngineWorker() override;
+
+  void requestStop() { stop_.store(true); }
+  void requestCancel() { cancel_.store(true); }
+
+  // The store an HF directory converts to, under storesDir: its name plus a hash of its path.
+  static QString storePathFor(const QString& hfDir, const QString& storesDir);
+
+ public Q_SLOTS:
+  void openModel(const zipmoe::app::OpenModelRequest& request);
+  void generate(qint64 requestId, const QList<zipmoe::app::ChatTurn>& turns,
+                const zipmoe::app::SamplingSettings& sampling);
+  // Writes the activation statistics to the database (also done after every reply and on close).
+  void saveStatistics();
+  // Saves statistics, releases the model and this thread's database connection. Call before the
+  // thread ends.
+  void shutdown();
+
+ Q_SIGNALS:
+  void loadProgress(const QString& stage, double fraction);  // fraction < 0: no measure of progress
+  void modelReady(const zipmoe::app::ModelInfo& info);
+  void modelFailed(const QString& error);
+  void textArrived(qint64 requestId, const QString& text);
+  void replyFinished(qint64 requestId, const zipmoe::app::ReplyStats& stats);
+  void replyFailed(qint64 requestId, const QString& error);
+
+ private:
+  void closeModel();
+  QString ensureStore(const QString& path, const QString& storesDir);
+
+  std::shared_ptr<ChatDatabase> database_;
+  std::shared_ptr<RuntimeHandle> runtime_;
+  std::unique_ptr<Engine> engine_;
+  ModelInfo info_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> cancel_{false};
+};
+
+}  // namespace zipmoe::app
+
+Q_DECLARE_METATYPE(zipmoe::app::OpenModelRequest)

@@ -1,0 +1,133 @@
+#include "runtime_monitor.h"
+
+#include <QVariantMap>
+
+#include "timeline_model.h"
+#include "zipmoe/error.h"
+
+namespace zipmoe::app {
+
+namespace {
+constexpr int kHistoryLength = 120;  // samples kept for the makespan chart
+const char* const kPoolKeys[4] = {"F", "C", "S", "E"};
+}  // namespace
+
+RuntimeMonitor::RuntimeMonitor(std::shared_ptr<RuntimeHandle> handle, TimelineModel* timeline, QObject* parent)
+    : QObject(parent), handle_(std::move(handle)), timeline_(timeline) {
+  timer_.setInterval(250);
+  connect(&timer_, &QTimer::timeout, this, &RuntimeMonitor::refresh);
+  timer_.start();
+}
+
+void RuntimeMonitor::refresh() {
+  const auto rt = handle_->get();
+  const unsigned long generation = handle_->generation();
+  if (!rt) {
+    if (active_) {
+      active_ = false;
+      Q_EMIT updated();
+    }
+    generation_ = generation;
+    return;
+  }
+  if (generation != generation_ || !active_) {
+    // A new runtime: its counters and trace clock start again.
+    generation_ = generation;
+    active_ = true;
+    previous_ = RuntimeStats{};
+    history_.clear();
+    predictedLayerMs_ = measuredLayerMs_ = lowerBoundLayerMs_ = 0;
+    minimumBudget_ = static_cast<double>(rt->minimumBudget());
+    expertBytes_ = static_cast<double>(rt->expertBytes());
+    if (timeline_) timeline_->setLanes(rt->lanes());
+    workers_ = rt->lanes().workers;
+    poolMask_ = rt->options().pools;  // the runtime's options keep the mask it opened with
+  }
+  const uint64_t replansBefore = stats_.replans;
+  stats_ = rt->stats();
+  if (stats_.layers > previous_.layers) {
+    // Means over the layers that ran since the last tick: the live figures, not lifetime averages.
+    const double n = static_cast<double>(stats_.layers - previous_.layers);
+    predictedLayerMs_ = (stats_.predictedMakespan - previous_.predictedMakespan) / n * 1e3;
+    measuredLayerMs_ = (stats_.measuredMakespan - previous_.measuredMakespan) / n * 1e3;
+    lowerBoundLayerMs_ = (stats_.lowerBound - previous_.lowerBound) / n * 1e3;
+    QVariantMap point;
+    point[QStringLiteral("predicted")] = predictedLayerMs_;
+    point[QStringLiteral("measured")] = measuredLayerMs_;
+    point[QStringLiteral("lowerBound")] = lowerBoundLayerMs_;
+    point[QStringLiteral("budget")] = static_cast<double>(stats_.budgetBytes);
+    history_.append(point);
+    while (history_.size() > kHistoryLength) history_.removeFirst();
+    previous_ = stats_;
+  }
+  drained_.clear();
+  rt->drainTrace(drained_);
+  if (timeline_ && !drained_.empty()) timeline_->append(drained_);
+  Q_EMIT updated();
+  if (stats_.replans != replansBefore) Q_EMIT replanned();
+}
+
+QVariantList RuntimeMonitor::pools() const {
+  QVariantList list;
+  for (int p = 0; p < 4; ++p) {
+    const PoolState& s = stats_.pools[static_cast<size_t>(p)];
+    QVariantMap m;
+    m[QStringLiteral("key")] = QString::fromLatin1(kPoolKeys[p]);
+    m[QStringLiteral("enabled")] = ((poolMask_ >> p) & 1u) != 0;
+    m[QStringLiteral("ratio")] = s.ratio;
+    m[QStringLiteral("capacityBytes")] = static_cast<double>(s.capacityBytes);
+    m[QStringLiteral("usedBytes")] = static_cast<double>(s.usedBytes);
+    m[QStringLiteral("residentExperts")] = s.residentExperts;
+    m[QStringLiteral("hitRate")] =
+        stats_.activations ? static_cast<double>(stats_.hits[static_cast<size_t>(p)]) / static_cast<double>(stats_.activations)
+                           : 0.0;
+    list.append(m);
+  }
+  return list;
+}
+
+double RuntimeMonitor::missRate() const {
+  return stats_.activations ? static_cast<double>(stats_.misses) / static_cast<double>(stats_.activations) : 0.0;
+}
+
+bool RuntimeMonitor::setBudget(double bytes) {
+  const auto rt = handle_->get();
+  if (!rt) {
+    setError(tr("No model with an expert runtime is open."));
+    return false;
+  }
+  try {
+    rt->setMemoryBudget(static_cast<uint64_t>(bytes));
+  } catch (const Error& e) {
+    setError(QString::fromUtf8(e.what()));
+    return false;
+  }
+  setError({});
+  return true;
+}
+
+bool RuntimeMonitor::setPools(int mask) {
+  const auto rt = handle_->get();
+  if (!rt) {
+    setError(tr("No model with an expert runtime is open."));
+    return false;
+  }
+  try {
+    rt->setPools(static_cast<unsigned>(mask));
+  } catch (const Error& e) {
+    setError(QString::fromUtf8(e.what()));
+    return false;
+  }
+  poolMask_ = static_cast<unsigned>(mask);
+  setError({});
+  refresh();
+  return true;
+}
+
+void RuntimeMonitor::setError(const QString& e) {
+  if (e == error_) return;
+  error_ = e;
+  Q_EMIT errorChanged();
+}
+
+}  // namespace zipmoe::app

@@ -1,0 +1,105 @@
+// RuntimeMonitor — the live view of the expert runtime for the memory-budget page and the schedule.
+//
+// Every `interval` ms (GUI thread) it reads the runtime's statistics through the RuntimeHandle and
+// exposes them as properties: the budget, the pool split the planner chose (F/C/S/E share,
+// capacity, occupancy, resident experts, hit rate), the miss rate, and the predicted vs measured
+// makespan of a layer over the last interval (with a short history for a chart). It also drains
+// the runtime's trace events into the TimelineModel. setBudget / setPools move the runtime at once:
+// the runtime replans on its own thread, so the GUI thread never waits for the planner.
+// Thread-safety: GUI thread only. Cost: one stats() call and one trace drain per tick.
+#pragma once
+
+#include <QObject>
+#include <QTimer>
+#include <QVariantList>
+#include <QtQml/qqmlregistration.h>
+
+#include <memory>
+#include <vector>
+
+#include "runtime_handle.h"
+#include "zipmoe/trace_events.h"
+
+namespace zipmoe::app {
+
+class TimelineModel;
+
+class RuntimeMonitor : public QObject {
+  Q_OBJECT
+  QML_ELEMENT
+  QML_UNCREATABLE("the app's controller owns it")
+  Q_PROPERTY(bool active READ active NOTIFY updated FINAL)
+  Q_PROPERTY(double budgetBytes READ budgetBytes NOTIFY updated FINAL)
+  Q_PROPERTY(double minimumBudget READ minimumBudget NOTIFY updated FINAL)
+  Q_PROPERTY(double expertBytes READ expertBytes NOTIFY updated FINAL)
+  Q_PROPERTY(double heldBytes READ heldBytes NOTIFY updated FINAL)
+  Q_PROPERTY(double workingSetBytes READ workingSetBytes NOTIFY updated FINAL)
+  Q_PROPERTY(QVariantList pools READ pools NOTIFY updated FINAL)
+  Q_PROPERTY(double missRate READ missRate NOTIFY updated FINAL)
+  Q_PROPERTY(double activations READ activations NOTIFY updated FINAL)
+  Q_PROPERTY(double bytesRead READ bytesRead NOTIFY updated FINAL)
+  Q_PROPERTY(double predictedLayerMs READ predictedLayerMs NOTIFY updated FINAL)
+  Q_PROPERTY(double measuredLayerMs READ measuredLayerMs NOTIFY updated FINAL)
+  Q_PROPERTY(double lowerBoundLayerMs READ lowerBoundLayerMs NOTIFY updated FINAL)
+  Q_PROPERTY(QVariantList makespanHistory READ makespanHistory NOTIFY updated FINAL)
+  Q_PROPERTY(int replans READ replans NOTIFY updated FINAL)
+  Q_PROPERTY(double lastReplanMs READ lastReplanMs NOTIFY updated FINAL)
+  Q_PROPERTY(int poolMask READ poolMask NOTIFY updated FINAL)
+  Q_PROPERTY(int workers READ workers NOTIFY updated FINAL)
+  Q_PROPERTY(QString error READ error NOTIFY errorChanged FINAL)
+
+ public:
+  RuntimeMonitor(std::shared_ptr<RuntimeHandle> handle, TimelineModel* timeline, QObject* parent = nullptr);
+
+  bool active() const { return active_; }
+  double budgetBytes() const { return static_cast<double>(stats_.budgetBytes); }
+  double minimumBudget() const { return minimumBudget_; }
+  double expertBytes() const { return expertBytes_; }
+  double heldBytes() const { return static_cast<double>(stats_.heldBytes); }
+  double workingSetBytes() const { return static_cast<double>(stats_.workingSetBytes); }
+  QVariantList pools() const;
+  double missRate() const;
+  double activations() const { return static_cast<double>(stats_.activations); }
+  double bytesRead() const { return static_cast<double>(stats_.bytesRead); }
+  double predictedLayerMs() const { return predictedLayerMs_; }
+  double measuredLayerMs() const { return measuredLayerMs_; }
+  double lowerBoundLayerMs() const { return lowerBoundLayerMs_; }
+  QVariantList makespanHistory() const { return history_; }
+  int replans() const { return static_cast<int>(stats_.replans); }
+  double lastReplanMs() const { return stats_.lastReplanSeconds * 1e3; }
+  int poolMask() const { return static_cast<int>(poolMask_); }
+  int workers() const { return workers_; }
+  QString error() const { return error_; }
+
+  // Moves the budget (bytes); the runtime replans off the GUI thread. Returns false and sets
+  // `error` (the engine's message, naming the minimum) for a budget the runtime refuses.
+  Q_INVOKABLE bool setBudget(double bytes);
+  Q_INVOKABLE bool setPools(int mask);  // bit 0 = F, 1 = C, 2 = S, 3 = E
+  Q_INVOKABLE void refresh();            // read the runtime now (tests; the timer does it otherwise)
+  void setInterval(int ms) { timer_.setInterval(ms); }
+
+ Q_SIGNALS:
+  void updated();
+  void errorChanged();
+  void replanned();  // the runtime applied a new plan (its replan count moved)
+
+ private:
+  void setError(const QString& e);
+
+  std::shared_ptr<RuntimeHandle> handle_;
+  TimelineModel* timeline_;
+  QTimer timer_;
+  unsigned long generation_ = 0;
+  bool active_ = false;
+  RuntimeStats stats_{};
+  RuntimeStats previous_{};
+  double minimumBudget_ = 0, expertBytes_ = 0;
+  double predictedLayerMs_ = 0, measuredLayerMs_ = 0, lowerBoundLayerMs_ = 0;
+  QVariantList history_;
+  unsigned poolMask_ = 0xF;
+  int workers_ = 0;
+  QString error_;
+  std::vector<TraceEvent> drained_;
+};
+
+}  // namespace zipmoe::app

@@ -1,0 +1,86 @@
+import QtQuick
+import QtQuick.Controls
+import QtTest
+import ZipMoE.Chat
+
+// The chat page driven like a user would: type, send, watch the reply stream, stop, regenerate,
+// and scroll up during a reply without the view pulling back.
+Item {
+    id: root
+    width: 900
+    height: 640
+
+    Component {
+        id: pageComponent
+        ChatPage {
+            width: root.width
+            height: root.height
+        }
+    }
+
+    TestCase {
+        name: "ChatPage"
+        when: windowShown
+
+        function send(page, text) {
+            const input = findChild(page, "messageInput")
+            input.text = text
+            const button = findChild(page, "sendButton")
+            verify(button.enabled, "send is enabled once there is text")
+            mouseClick(button)
+        }
+
+        function test_1_sendShowsTheStreamingReplyAndItsStats() {
+            const page = createTemporaryObject(pageComponent, root)
+            App.newChat()
+            App.setSamplingValue("maxTokens", 32)
+            send(page, "ROMEO:\nWhat light through yonder window breaks")
+            verify(App.generating)
+            compare(App.messages.count, 2)
+            verify(findChild(page, "stopButton").visible)
+            tryCompare(App, "generating", false, 120000)
+            compare(findChild(page, "messageInput").text, "")
+            const stats = findChild(page, "replyStats")
+            verify(stats !== null)
+            tryVerify(() => stats.visible && stats.text.indexOf("TTFT") >= 0, 5000)
+            verify(stats.text.indexOf("tok/s") >= 0, stats.text)
+            verify(stats.text.indexOf("expert hit rate") >= 0, stats.text)
+        }
+
+        function test_2_stopAndRegenerate() {
+            const page = createTemporaryObject(pageComponent, root)
+            App.newChat()
+            App.setSamplingValue("maxTokens", 200)
+            send(page, "JULIET:")
+            tryVerify(() => App.messages.count === 2)
+            mouseClick(findChild(page, "stopButton"))
+            tryCompare(App, "generating", false, 120000)
+            App.setSamplingValue("maxTokens", 16)
+            verify(App.regenerate())
+            tryCompare(App, "generating", false, 120000)
+            compare(App.messages.count, 2)
+        }
+
+        function test_3_scrollingUpIsNotFought() {
+            const page = createTemporaryObject(pageComponent, root, {height: 260})
+            App.newChat()
+            App.setSamplingValue("maxTokens", 16)
+            for (let i = 0; i < 3; ++i) {
+                send(page, "Line " + i + " of a long conversation, so that the view must scroll.")
+                tryCompare(App, "generating", false, 120000)
+            }
+            const view = findChild(page, "messageView")
+            App.setSamplingValue("maxTokens", 200)
+            send(page, "ROMEO:")
+            tryVerify(() => view.contentHeight > view.height)
+            // The user scrolls to the top while the reply streams: the view stays there.
+            view.flick(0, 4000)
+            tryVerify(() => !view.moving, 5000)
+            const top = view.contentY
+            tryCompare(App, "generating", false, 120000)
+            wait(100)
+            compare(view.contentY, top)
+            verify(findChild(page, "jumpToLatest").visible)
+        }
+    }
+}

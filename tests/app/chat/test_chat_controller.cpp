@@ -1,0 +1,323 @@
+// The chat app's controller and engine worker against the real engine on the demo model: opening
+// (conversion to a store, profile), streaming replies into the message model and the database,
+// stop, regenerate, edit-and-resend, the live memory budget moved while a reply streams, expert
+// statistics saved and loaded at the next start, export, search, translations, and the database
+// surviving the real app being killed mid-reply.
+#include <QGuiApplication>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QSignalSpy>
+#include <QSqlQuery>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <csignal>
+#include <memory>
+#include <sys/types.h>
+
+#include "chat_controller.h"
+#include "chat_database.h"
+#include "chat_list_model.h"
+#include "message_model.h"
+#include "runtime_monitor.h"
+#include "timeline_model.h"
+
+using namespace zipmoe::app;
+
+namespace {
+
+constexpr int kOpenTimeoutMs = 180000;
+constexpr int kReplyTimeoutMs = 180000;
+
+ControllerOptions optionsIn(const QTemporaryDir& dir) {
+  ControllerOptions o;
+  o.databasePath = dir.filePath(QStringLiteral("chat.sqlite"));
+  o.storesDir = dir.filePath(QStringLiteral("stores"));
+  o.demoModelDir = QStringLiteral(ZIPMOE_DEMO_MODEL_DIR);
+  return o;
+}
+
+bool waitReady(ChatController& c) {
+  QTRY_VERIFY_WITH_TIMEOUT(c.modelState() != QStringLiteral("loading"), kOpenTimeoutMs);
+  if (c.modelState() != QStringLiteral("ready")) qWarning() << "model error:" << c.modelError();
+  return c.modelState() == QStringLiteral("ready");
+}
+
+// Sends and waits for the reply; returns the reply's row.
+MessageRow sendAndWait(ChatController& c, const QString& text) {
+  QSignalSpy finished(&c, &ChatController::replyFinished);
+  if (!c.send(text)) return {};
+  if (!finished.wait(kReplyTimeoutMs)) return {};
+  return c.messages()->rows().back();
+}
+
+}  // namespace
+
+class TestChatController : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void initTestCase() { QVERIFY(dir_.isValid()); }
+
+  void opensTheDemoModelConvertingItFirst() {
+    ChatController c(optionsIn(dir_));
+    QSignalSpy progress(&c, &ChatController::loadProgressChanged);
+    c.openModel();
+    QVERIFY(waitReady(c));
+    QVERIFY(progress.count() > 1);  // conversion and opening stages were reported
+    const QVariantMap info = c.modelInfo();
+    QCOMPARE(info.value("family").toString(), QStringLiteral("mixtral"));
+    QCOMPARE(info.value("layers").toInt(), 4);
+    QCOMPARE(info.value("experts").toInt(), 8);
+    QVERIFY(QFileInfo::exists(info.value("storePath").toString() + "/manifest.json"));
+    c.runtime()->refresh();
+    QVERIFY(c.runtime()->active());
+    QVERIFY(c.runtime()->budgetBytes() >= c.runtime()->minimumBudget());
+    // The profile measured at the first open is kept in the database as well.
+    const QString key = info.value("modelKey").toString();
+    QVERIFY(key.startsWith(QStringLiteral("mixtral:")));
+    QVERIFY(c.database()->loadProfile(key).has_value());
+  }
+
+  void streamsARepliesIntoTheModelAndTheDatabase() {
+    ChatController c(optionsIn(dir_));
+    c.openModel();
+    QVERIFY(waitReady(c));
+    c.newChat();
+    c.setSamplingValue("maxTokens", 48);
+    c.setSamplingValue("seed", 7);
+    QSignalSpy streamed(&c, &ChatController::streamingText);
+    const MessageRow reply = sendAndWait(c, QStringLiteral("ROMEO:\nBut soft, what light"));
+    QCOMPARE(reply.role, QStringLiteral("assistant"));
+    QCOMPARE(reply.state, QStringLiteral("complete"));
+    QVERIFY(!reply.content.isEmpty());
+    QVERIFY(streamed.count() >= 1);
+    QVERIFY(reply.ttftMs > 0);
+    QVERIFY(reply.generatedTokens > 0 && reply.generatedTokens <= 48);
+    QVERIFY(reply.expertHitRate >= 0 && reply.expertHitRate <= 1);
+
+    const auto stored = c.database()->messages(c.currentChatId());
+    QCOMPARE(stored.size(), size_t{2});
+    QCOMPARE(stored[0].content, QStringLiteral("ROMEO:\nBut soft, what light"));
+    QCOMPARE(stored[1].content, reply.content);
+    QCOMPARE(stored[1].state, MessageState::Complete);
+    QCOMPARE(stored[1].generatedTokens, reply.generatedTokens);
+    // The chat is titled after its first message and found by a word of the reply.
+    QVERIFY(c.currentChatTitle().startsWith(QStringLiteral("ROMEO:")));
+    const QString word = reply.content.simplified().section(QLatin1Char(' '), 0, 0);
+    if (!word.isEmpty()) {
+      c.setSearchText(word);
+      QVERIFY(c.chats()->indexOf(c.currentChatId()) >= 0);
+      c.setSearchText(QString());
+    }
+    // The schedule captured the runtime's operations for this reply.
+    c.runtime()->refresh();
+    QVERIFY(c.timeline()->eventCount() > 0);
+  }
+
+  void stopEndsTheReplyAndKeepsItsText() {
+    ChatController c(optionsIn(dir_));
+    c.openModel();
+    QVERIFY(waitReady(c));
+    c.newChat();
+    c.setSamplingValue("maxTokens", 200);
+    QSignalSpy finished(&c, &ChatController::replyFinished);
+    QSignalSpy streamed(&c, &ChatController::streamingText);
+    QVERIFY(c.send(QStringLiteral("JULIET:")));
+    QVERIFY(c.generating());
+    QVERIFY(streamed.wait(kReplyTimeoutMs));
+    c.stop();
+    QVERIFY(finished.wait(kReplyTimeoutMs));
+    QVERIFY(!c.generating());
+    const MessageRow reply = c.messages()->rows().back();
+    QCOMPARE(reply.stopReason, QStringLiteral("stopped"));
+    QVERIFY(reply.generatedTokens < 200);
+    QCOMPARE(c.database()->messages(c.currentChatId()).back().content, reply.content);
+  }
+
+  void regenerateAndEditReplaceTheTail() {
+    ChatController c(optionsIn(dir_));
+    c.openModel();
+    QVERIFY(waitReady(c));
+    c.newChat();
+    c.setSamplingValue("maxTokens", 16);
+    QVERIFY(!sendAndWait(c, QStringLiteral("First question")).content.isNull());
+    QVERIFY(!sendAndWait(c, QStringLiteral("Second question")).content.isNull());
+    QCOMPARE(c.messages()->count(), 4);
+    const qint64 oldReply = c.messages()->rows().back().id;
+
+    QSignalSpy finished(&c, &ChatController::replyFinished);
+    QVERIFY(c.regenerate());
+    QVERIFY(finished.wait(kReplyTimeoutMs));
+    QCOMPARE(c.messages()->count(), 4);
+    QVERIFY(c.messages()->rows().back().id != oldReply);
+    QCOMPARE(c.database()->messages(c.currentChatId()).size(), size_t{4});
+
+    // Editing the first question drops everything after it and asks again.
+    QVERIFY(c.editAndResend(0, QStringLiteral("An edited question")));
+    QVERIFY(finished.wait(kReplyTimeoutMs));
+    const auto stored = c.database()->messages(c.currentChatId());
+    QCOMPARE(stored.size(), size_t{2});
+    QCOMPARE(stored[0].content, QStringLiteral("An edited question"));
+    QCOMPARE(stored[1].role, QStringLiteral("assistant"));
+    QCOMPARE(c.messages()->count(), 2);
+  }
+
+  void budgetMovesWhileAReplyStreams() {
+    ChatController c(optionsIn(dir_));
+    c.openModel();
+    QVERIFY(waitReady(c));
+    c.newChat();
+    c.setSamplingValue("maxTokens", 200);
+    c.runtime()->refresh();
+    const double minimum = c.runtime()->minimumBudget(), experts = c.runtime()->expertBytes();
+    QSignalSpy finished(&c, &ChatController::replyFinished);
+    QSignalSpy replanned(c.runtime(), &RuntimeMonitor::replanned);
+    QVERIFY(c.send(QStringLiteral("KING RICHARD:")));
+    const double budgets[] = {minimum, minimum + 0.5 * experts, minimum + 0.1 * experts, minimum + experts};
+    for (double b : budgets) {
+      QVERIFY2(c.runtime()->setBudget(b), qPrintable(c.runtime()->error()));
+      QTest::qWait(40);
+    }
+    QVERIFY(!c.runtime()->setBudget(minimum / 2));  // refused, named
+    QVERIFY(c.runtime()->error().contains(QStringLiteral("minimum")));
+    QVERIFY(finished.wait(kReplyTimeoutMs));
+    QTRY_VERIFY_WITH_TIMEOUT(replanned.count() > 0, 10000);
+    c.runtime()->refresh();
+    QCOMPARE(c.runtime()->budgetBytes(), minimum + experts);
+    QCOMPARE(c.messages()->rows().back().state, QStringLiteral("complete"));
+    // Pools: a subset is applied; all off is refused.
+    QVERIFY(c.runtime()->setPools(0x1 | 0x4));
+    QCOMPARE(c.runtime()->poolMask(), 0x5);
+    QVERIFY(!c.runtime()->setPools(0));
+  }
+
+  // Counts saved after each reply are loaded into the runtime at the next start: the counts saved
+  // after a reply in the second run cover both runs' steps.
+  void expertStatisticsSurviveARestart() {
+    QTemporaryDir dir;
+    qint64 chatId = 0;
+    QString key;
+    quint64 firstSteps = 0;
+    {
+      ChatController c(optionsIn(dir));
+      c.openModel();
+      QVERIFY(waitReady(c));
+      key = c.modelInfo().value("modelKey").toString();
+      c.newChat();
+      c.setSamplingValue("maxTokens", 24);
+      QVERIFY(!sendAndWait(c, QStringLiteral("ROMEO:")).content.isNull());
+      chatId = c.currentChatId();
+      const auto saved = c.database()->loadActivationCounts(key);
+      QVERIFY(saved.has_value());
+      QCOMPARE(saved->layers, 4);
+      QCOMPARE(saved->experts, 8);
+      firstSteps = saved->steps[0];
+      QVERIFY(firstSteps > 0);
+      quint64 activations = 0;
+      for (quint64 n : saved->counts) activations += n;
+      QVERIFY(activations > 0);  // top-2 of 8 per token and layer (prefill tokens count each)
+    }
+    ChatController c(optionsIn(dir));
+    QCOMPARE(c.currentChatId(), chatId);  // the last chat is open again, with its messages
+    QCOMPARE(c.messages()->count(), 2);
+    c.openModel();
+    QVERIFY(waitReady(c));
+    QCOMPARE(c.modelInfo().value("modelKey").toString(), key);
+    c.setSamplingValue("maxTokens", 8);
+    QVERIFY(!sendAndWait(c, QStringLiteral("JULIET:")).content.isNull());
+    const auto saved = c.database()->loadActivationCounts(key);
+    QVERIFY(saved.has_value());
+    QVERIFY2(saved->steps[0] > firstSteps, "the second run did not start from the saved counts");
+  }
+
+  void exportsMarkdownAndJson() {
+    ChatController c(optionsIn(dir_));
+    c.openModel();
+    QVERIFY(waitReady(c));
+    c.newChat();
+    c.setSamplingValue("maxTokens", 12);
+    const MessageRow reply = sendAndWait(c, QStringLiteral("Export me"));
+    QVERIFY(!reply.content.isNull());
+    const QString md = dir_.filePath(QStringLiteral("chat.md")), json = dir_.filePath(QStringLiteral("chat.json"));
+    QVERIFY(c.exportChat(c.currentChatId(), QUrl::fromLocalFile(md).toString()));
+    QVERIFY(c.exportChat(c.currentChatId(), json));
+    QFile mdFile(md);
+    QVERIFY(mdFile.open(QIODevice::ReadOnly));
+    QVERIFY(QString::fromUtf8(mdFile.readAll()).contains(QStringLiteral("Export me")));
+    QFile jsonFile(json);
+    QVERIFY(jsonFile.open(QIODevice::ReadOnly));
+    const QJsonDocument doc = QJsonDocument::fromJson(jsonFile.readAll());
+    QVERIFY(doc.isObject());
+    QVERIFY(!c.exportChat(c.currentChatId(), QStringLiteral("/nonexistent-dir/x.md")));
+    QVERIFY(c.lastError().contains(QStringLiteral("/nonexistent-dir/x.md")));
+  }
+
+  void languageSwitchesAtRunTime() {
+    ChatController c(optionsIn(dir_));
+    QCOMPARE(c.language(), QStringLiteral("en"));
+    c.setLanguage(QStringLiteral("zh_CN"));
+    QCOMPARE(c.lastError(), QString());  // the translation loaded from the resources
+    QCOMPARE(QCoreApplication::translate("zipmoe::app::ChatController", "New chat"), QStringLiteral("新对话"));
+    c.setLanguage(QStringLiteral("en"));
+    QCOMPARE(QCoreApplication::translate("zipmoe::app::ChatController", "New chat"), QStringLiteral("New chat"));
+  }
+
+  // The real app, killed with SIGKILL while a reply streams: what was committed is intact and the
+  // partial reply is kept, marked incomplete, at the next start.
+  void databaseSurvivesTheAppKilledMidReply() {
+    QTemporaryDir dir;
+    const QString db = dir.filePath(QStringLiteral("chat.sqlite"));
+    QProcess app;
+    app.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+    app.setProcessEnvironment(env);
+    app.start(QStringLiteral(ZIPMOE_CHAT_APP_PATH),
+              {QStringLiteral("--database"), db, QStringLiteral("--data-dir"), dir.path(),
+               QStringLiteral("--send"), QStringLiteral("ROMEO:\nSpeak again, bright angel")});
+    QVERIFY(app.waitForStarted());
+    // Wait until a streaming reply has committed some text, reading the file as the app writes it.
+    bool streaming = false;
+    QString committed;
+    for (int i = 0; i < 3000 && !streaming && app.state() == QProcess::Running; ++i) {
+      QTest::qWait(20);
+      if (!QFileInfo::exists(db)) continue;
+      try {
+        ChatDatabase reader(db);
+        for (const auto& chat : reader.listChats())
+          for (const auto& m : reader.messages(chat.id))
+            if (m.state == MessageState::Streaming && !m.content.isEmpty()) {
+              streaming = true;
+              committed = m.content;
+            }
+      } catch (const DatabaseError&) {
+        // The app may be creating the schema right now.
+      }
+    }
+    QVERIFY2(streaming, "the app never committed part of a streaming reply");
+    ::kill(static_cast<pid_t>(app.processId()), SIGKILL);
+    QVERIFY(app.waitForFinished());
+
+    ChatDatabase after(db);
+    QCOMPARE(after.recoverInterruptedReplies(), 1);
+    const auto chats = after.listChats();
+    QCOMPARE(chats.size(), size_t{1});
+    const auto messages = after.messages(chats[0].id);
+    QCOMPARE(messages.size(), size_t{2});
+    QCOMPARE(messages[0].content, QStringLiteral("ROMEO:\nSpeak again, bright angel"));
+    QCOMPARE(messages[0].state, MessageState::Complete);
+    QCOMPARE(messages[1].state, MessageState::Incomplete);
+    QVERIFY(messages[1].content.startsWith(committed));
+    QSqlQuery q(after.connection());
+    QVERIFY(q.exec(QStringLiteral("PRAGMA integrity_check")) && q.next());
+    QCOMPARE(q.value(0).toString(), QStringLiteral("ok"));
+  }
+
+ private:
+  QTemporaryDir dir_;
+};
+
+QTEST_MAIN(TestChatController)
+#include "test_chat_controller.moc"

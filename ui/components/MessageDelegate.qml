@@ -1,0 +1,147 @@
+import QtQuick
+import QtQuick.Controls
+import QtQuick.Layouts
+import ZipMoE.Chat
+
+// One message: who wrote it, its text as markdown (selectable), per-reply statistics, and actions
+// (copy; edit and resend a user message; regenerate the last reply).
+Item {
+    id: root
+    required property int index
+    required property var messageId
+    required property int position
+    required property string role
+    required property string content
+    required property string messageState
+    required property double ttftMs
+    required property double tokensPerSecond
+    required property double hitRate
+    required property int generatedTokens
+    required property string stopReason
+    property bool lastMessage: false
+    property bool editing: false
+    readonly property bool isUser: role === "user"
+
+    implicitHeight: bubble.height + 4
+
+    HoverHandler { id: hover }
+
+    Rectangle {
+        id: bubble
+        x: root.isUser ? root.width - width - 14 : 14
+        width: Math.min(root.width - 28, Math.max(body.implicitWidth, 260) + 24)
+        height: column.implicitHeight + 16
+        radius: 8
+        color: root.isUser ? "#e0ecff" : (root.messageState === "error" ? "#fee2e2" : palette.base)
+        border.color: root.messageState === "incomplete" ? "#f59e0b" : Qt.darker(color, 1.08)
+
+        ColumnLayout {
+            id: column
+            x: 12
+            y: 8
+            width: parent.width - 24
+            spacing: 4
+
+            RowLayout {
+                Layout.fillWidth: true
+                Label {
+                    text: root.isUser ? qsTr("You") : (root.role === "assistant" ? qsTr("Model") : qsTr("System"))
+                    font.bold: true
+                    opacity: 0.75
+                }
+                BusyIndicator {
+                    visible: root.messageState === "streaming"
+                    running: visible
+                    Layout.preferredHeight: 18
+                    Layout.preferredWidth: 18
+                }
+                Item { Layout.fillWidth: true }
+                Row {
+                    visible: hover.hovered && root.messageState !== "streaming" && !root.editing
+                    spacing: 2
+                    ToolButton {
+                        text: qsTr("Copy")
+                        font.pixelSize: 11
+                        onClicked: App.copyMessage(root.position)
+                    }
+                    ToolButton {
+                        visible: root.isUser && !App.generating
+                        text: qsTr("Edit")
+                        font.pixelSize: 11
+                        onClicked: { editor.text = root.content; root.editing = true }
+                    }
+                    ToolButton {
+                        objectName: "regenerateButton"
+                        visible: !root.isUser && root.lastMessage && !App.generating
+                        text: qsTr("Regenerate")
+                        font.pixelSize: 11
+                        onClicked: App.regenerate()
+                    }
+                }
+            }
+
+            TextEdit {
+                id: body
+                visible: !root.editing
+                Layout.fillWidth: true
+                readOnly: true
+                selectByMouse: true
+                wrapMode: TextEdit.Wrap
+                textFormat: root.isUser ? TextEdit.PlainText : TextEdit.MarkdownText
+                text: root.content + (root.messageState === "streaming" ? " ▍" : "")
+                color: palette.text
+                selectionColor: palette.highlight
+                selectedTextColor: palette.highlightedText
+            }
+
+            ColumnLayout {
+                visible: root.editing
+                Layout.fillWidth: true
+                TextArea {
+                    id: editor
+                    Layout.fillWidth: true
+                    wrapMode: TextArea.Wrap
+                }
+                RowLayout {
+                    Button {
+                        text: qsTr("Save and resend")
+                        highlighted: true
+                        onClicked: { root.editing = false; App.editAndResend(root.position, editor.text) }
+                    }
+                    Button {
+                        text: qsTr("Cancel")
+                        onClicked: root.editing = false
+                    }
+                }
+            }
+
+            Label {
+                objectName: "replyStats"
+                visible: !root.isUser && (root.messageState === "complete" || root.messageState === "incomplete" || root.messageState === "error")
+                Layout.fillWidth: true
+                wrapMode: Text.Wrap
+                font.pixelSize: 11
+                opacity: 0.7
+                text: {
+                    if (root.messageState === "incomplete")
+                        return qsTr("Incomplete: the app stopped while this reply was being written.")
+                    if (root.messageState === "error")
+                        return qsTr("Failed: %1").arg(root.stopReason)
+                    let parts = [qsTr("TTFT %1 ms").arg(root.ttftMs.toFixed(0))]
+                    if (root.tokensPerSecond > 0)
+                        parts.push(qsTr("%1 tok/s").arg(root.tokensPerSecond.toFixed(1)))
+                    parts.push(qsTr("%n token(s)", "", root.generatedTokens))
+                    if (root.hitRate >= 0)
+                        parts.push(qsTr("expert hit rate %1 %").arg((root.hitRate * 100).toFixed(0)))
+                    if (root.stopReason === "stopped")
+                        parts.push(qsTr("stopped"))
+                    else if (root.stopReason === "max_tokens")
+                        parts.push(qsTr("length limit"))
+                    else if (root.stopReason === "context_window")
+                        parts.push(qsTr("context full"))
+                    return parts.join(" · ")
+                }
+            }
+        }
+    }
+}

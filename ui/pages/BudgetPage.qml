@@ -1,0 +1,379 @@
+// BudgetPage — tune the expert runtime's memory budget live (also while a reply streams) and watch
+// what the planner does with it: the F/C/S/E pool split, occupancy and hit rates, the miss rate and
+// the predicted vs measured layer makespan. Everything comes from App.runtime (RuntimeMonitor,
+// refreshed every 250 ms); setBudget / setPools return at once, the runtime replans on its thread.
+pragma ComponentBehavior: Bound
+
+import QtQuick
+import QtQuick.Controls
+import QtQuick.Layouts
+import ZipMoE.Chat
+
+Page {
+    id: page
+
+    readonly property real mib: 1048576
+    readonly property var poolColors: ({ "F": "#3b82f6", "C": "#10b981", "S": "#f59e0b", "E": "#8b5cf6" })
+    readonly property var poolNames: ({ "F": qsTr("full BF16 tensors"), "C": qsTr("compressed (E-chunks + SM-chunk)"), "S": qsTr("sign-mantissa only"), "E": qsTr("exponents only") })
+    readonly property var pools: App.runtime.pools
+    readonly property real budgetFrom: App.runtime.minimumBudget
+    readonly property real budgetTo: App.runtime.minimumBudget + App.runtime.expertBytes
+    // What the page shows as "the budget": the slider's value while the user drags it.
+    readonly property real shownBudget: budgetSlider.dragging || settle.running ? budgetSlider.value : App.runtime.budgetBytes
+    property string fieldError: ""
+
+    function pct(x: real): string {
+        return qsTr("%1 %").arg((100 * (Number(x) || 0)).toFixed(1));
+    }
+    function ms(x: real): string {
+        const v = Number(x) || 0;
+        return qsTr("%1 ms").arg(v.toFixed(v < 10 ? 2 : 1));
+    }
+    function bytes(x: real): string {
+        return App.formatBytes(Number(x) || 0);
+    }
+    function requestBudget(value: real): bool {
+        page.fieldError = "";
+        return App.runtime.setBudget(Math.round(value));
+    }
+    function applyField() {
+        const v = parseFloat(budgetField.text.replace(",", "."));
+        if (isNaN(v)) {
+            page.fieldError = qsTr("Enter the budget in MiB, e.g. 2048.");
+            return;
+        }
+        if (page.requestBudget(v * page.mib))
+            budgetField.focus = false;
+    }
+
+    title: qsTr("Memory budget")
+    objectName: "budgetPage"
+
+    Timer {
+        // After a drag, keep showing the dragged value until the monitor's next ticks report it.
+        id: settle
+
+        interval: 700
+    }
+
+    ColumnLayout {
+        objectName: "budgetInactive"
+        anchors.centerIn: parent
+        width: Math.min(parent.width - 48, 460)
+        visible: !App.runtime.active
+        spacing: 10
+
+        Label {
+            Layout.fillWidth: true
+            horizontalAlignment: Text.AlignHCenter
+            text: App.modelState === "loading" ? qsTr("Opening the model…") : qsTr("No expert runtime")
+            font.pixelSize: 20
+        }
+        BusyIndicator {
+            Layout.alignment: Qt.AlignHCenter
+            visible: App.modelState === "loading"
+            running: visible
+        }
+        Label {
+            Layout.fillWidth: true
+            horizontalAlignment: Text.AlignHCenter
+            wrapMode: Text.Wrap
+            opacity: 0.75
+            text: App.modelState === "loading" ? qsTr("The memory budget can be set as soon as the expert runtime is open.") : qsTr("No model with an expert runtime is open. Open a converted Mixture-of-Experts model (or the demo model) to set its memory budget and watch the F/C/S/E pools.")
+        }
+    }
+
+    ScrollView {
+        id: scroll
+
+        anchors.fill: parent
+        visible: App.runtime.active
+        contentWidth: availableWidth
+
+        ColumnLayout {
+            x: 20
+            width: scroll.availableWidth - 40
+            spacing: 16
+
+            Item {
+                implicitHeight: 4
+            }
+
+            GroupBox {
+                Layout.fillWidth: true
+                title: qsTr("Budget")
+
+                ColumnLayout {
+                    anchors.fill: parent
+                    spacing: 10
+
+                    Flow {
+                        Layout.fillWidth: true
+                        spacing: 28
+
+                        BudgetStat {
+                            caption: qsTr("Budget")
+                            value: page.bytes(page.shownBudget)
+                            detail: App.runtime.expertBytes > 0 ? qsTr("pools: %1 of the experts' BF16 bytes").arg(page.pct(Math.max(0, page.shownBudget - page.budgetFrom) / App.runtime.expertBytes)) : ""
+                        }
+                        BudgetStat {
+                            caption: qsTr("Held")
+                            value: page.bytes(App.runtime.heldBytes)
+                            detail: qsTr("of %1 budget").arg(page.bytes(App.runtime.budgetBytes))
+                        }
+                        BudgetStat {
+                            caption: qsTr("Working set")
+                            value: page.bytes(App.runtime.workingSetBytes)
+                            detail: qsTr("staging + output slots")
+                        }
+                        BudgetStat {
+                            caption: qsTr("All experts (BF16)")
+                            value: page.bytes(App.runtime.expertBytes)
+                        }
+                    }
+
+                    RowLayout {
+                        Layout.fillWidth: true
+                        spacing: 10
+
+                        Label {
+                            text: qsTr("Held / budget")
+                            opacity: 0.7
+                        }
+                        BudgetMeter {
+                            objectName: "budgetHeldMeter"
+                            Layout.fillWidth: true
+                            fraction: App.runtime.budgetBytes > 0 ? App.runtime.heldBytes / App.runtime.budgetBytes : 0
+                            fill: App.runtime.heldBytes > App.runtime.budgetBytes ? "#dc2626" : page.palette.highlight
+                        }
+                        Label {
+                            text: page.pct(App.runtime.budgetBytes > 0 ? App.runtime.heldBytes / App.runtime.budgetBytes : 0)
+                            opacity: 0.7
+                        }
+                    }
+
+                    Label {
+                        Layout.topMargin: 6
+                        text: qsTr("Set the budget (applies at once, also while a reply streams)")
+                        font.bold: true
+                    }
+
+                    Slider {
+                        id: budgetSlider
+
+                        // True from press to release: the slider shows the user's value.
+                        property bool dragging: false
+
+                        objectName: "budgetSlider"
+                        Layout.fillWidth: true
+                        from: page.budgetFrom
+                        to: Math.max(page.budgetTo, page.budgetFrom + 1)
+                        enabled: page.budgetTo > page.budgetFrom
+                        onMoved: page.requestBudget(value) // live; the runtime coalesces replans
+                        onPressedChanged: {
+                            if (pressed) {
+                                dragging = true;
+                            } else {
+                                settle.restart();
+                                dragging = false;
+                            }
+                        }
+
+                        Binding {
+                            target: budgetSlider
+                            property: "value"
+                            value: App.runtime.budgetBytes
+                            when: !budgetSlider.dragging && !settle.running
+                            restoreMode: Binding.RestoreNone
+                        }
+                    }
+
+                    RowLayout {
+                        Layout.fillWidth: true
+                        Layout.topMargin: -8
+
+                        Label {
+                            text: qsTr("%1 (minimum)").arg(page.bytes(page.budgetFrom))
+                            opacity: 0.7
+                            font.pixelSize: 11
+                        }
+                        Item {
+                            Layout.fillWidth: true
+                        }
+                        Label {
+                            text: qsTr("%1 (every expert in BF16)").arg(page.bytes(page.budgetTo))
+                            opacity: 0.7
+                            font.pixelSize: 11
+                        }
+                    }
+
+                    Flow {
+                        Layout.fillWidth: true
+                        spacing: 8
+
+                        TextField {
+                            id: budgetField
+
+                            objectName: "budgetField"
+                            width: 110
+                            horizontalAlignment: TextInput.AlignRight
+                            selectByMouse: true
+                            placeholderText: qsTr("MiB")
+                            validator: RegularExpressionValidator {
+                                regularExpression: /^\d{0,8}([.,]\d{0,2})?$/
+                            }
+                            onAccepted: page.applyField()
+                            onTextEdited: page.fieldError = ""
+
+                            Binding {
+                                target: budgetField
+                                property: "text"
+                                value: (page.shownBudget / page.mib).toFixed(1)
+                                when: !budgetField.activeFocus
+                                restoreMode: Binding.RestoreNone
+                            }
+                        }
+                        Label {
+                            height: budgetField.height
+                            verticalAlignment: Text.AlignVCenter
+                            text: qsTr("MiB")
+                        }
+                        Button {
+                            objectName: "budgetApply"
+                            text: qsTr("Apply")
+                            onClicked: page.applyField()
+                        }
+                        Item {
+                            width: 16
+                            height: 1
+                        }
+                        Repeater {
+                            model: [0.1, 0.25, 0.5, 1.0]
+
+                            delegate: Button {
+                                required property real modelData
+
+                                objectName: "budgetQuick" + Math.round(modelData * 100)
+                                text: qsTr("%1 %").arg(Math.round(modelData * 100))
+                                flat: false
+                                ToolTip.visible: hovered
+                                ToolTip.delay: 400
+                                ToolTip.text: qsTr("Pools for %1 % of the experts' BF16 bytes: %2").arg(Math.round(modelData * 100)).arg(page.bytes(page.budgetFrom + modelData * App.runtime.expertBytes))
+                                onClicked: page.requestBudget(page.budgetFrom + modelData * App.runtime.expertBytes)
+                            }
+                        }
+                    }
+
+                    Label {
+                        objectName: "budgetError"
+                        Layout.fillWidth: true
+                        visible: text !== ""
+                        text: page.fieldError !== "" ? page.fieldError : App.runtime.error
+                        color: "#dc2626"
+                        wrapMode: Text.Wrap
+                    }
+                }
+            }
+
+            GroupBox {
+                Layout.fillWidth: true
+                title: qsTr("Pool split")
+
+                ColumnLayout {
+                    anchors.fill: parent
+                    spacing: 12
+
+                    BudgetPoolBar {
+                        objectName: "budgetPoolBar"
+                        Layout.fillWidth: true
+                        pools: page.pools
+                        colors: page.poolColors
+                        names: page.poolNames
+                    }
+
+                    BudgetPoolTable {
+                        objectName: "budgetPoolTable"
+                        Layout.fillWidth: true
+                        pools: page.pools
+                        colors: page.poolColors
+                    }
+
+                    Flow {
+                        Layout.fillWidth: true
+                        spacing: 28
+
+                        BudgetStat {
+                            caption: qsTr("Miss rate")
+                            value: page.pct(App.runtime.missRate)
+                            detail: qsTr("of %1 expert activations").arg(Math.round(App.runtime.activations))
+                        }
+                        BudgetStat {
+                            caption: qsTr("Expert bytes read")
+                            value: page.bytes(App.runtime.bytesRead)
+                            detail: qsTr("from the store since the model opened")
+                        }
+                    }
+                }
+            }
+
+            GroupBox {
+                Layout.fillWidth: true
+                title: qsTr("Pools and threads")
+
+                BudgetRuntimeOptions {
+                    anchors.fill: parent
+                    names: page.poolNames
+                }
+            }
+
+            GroupBox {
+                Layout.fillWidth: true
+                title: qsTr("Layer makespan: predicted vs measured")
+
+                ColumnLayout {
+                    anchors.fill: parent
+                    spacing: 12
+
+                    Flow {
+                        Layout.fillWidth: true
+                        spacing: 28
+
+                        BudgetStat {
+                            objectName: "budgetPredicted"
+                            caption: qsTr("Predicted")
+                            value: page.ms(App.runtime.predictedLayerMs)
+                            detail: qsTr("scheduler's simulation")
+                        }
+                        BudgetStat {
+                            objectName: "budgetMeasured"
+                            caption: qsTr("Measured")
+                            value: page.ms(App.runtime.measuredLayerMs)
+                            detail: qsTr("acquire → last expert released")
+                        }
+                        BudgetStat {
+                            objectName: "budgetLowerBound"
+                            caption: qsTr("Lower bound")
+                            value: page.ms(App.runtime.lowerBoundLayerMs)
+                            detail: qsTr("max{I, C/L, P, Z}")
+                        }
+                        BudgetStat {
+                            caption: qsTr("Replans")
+                            value: Number(App.runtime.replans).toString()
+                            detail: App.runtime.replans > 0 ? qsTr("last took %1").arg(page.ms(App.runtime.lastReplanMs)) : qsTr("none yet")
+                        }
+                    }
+
+                    BudgetMakespanChart {
+                        objectName: "budgetMakespanChart"
+                        Layout.fillWidth: true
+                        history: App.runtime.makespanHistory
+                    }
+                }
+            }
+
+            Item {
+                implicitHeight: 8
+            }
+        }
+    }
+}

@@ -1,0 +1,119 @@
+import QtQuick
+import QtQuick.Controls
+import QtQuick.Layouts
+import ZipMoE.Chat
+
+// The conversation: messages (markdown, code blocks), the reply streaming in, and the input box.
+// The view follows a streaming reply only while the user is at the bottom: scrolling up is never
+// fought; a button brings the view back to the newest text.
+Page {
+    id: page
+
+    ColumnLayout {
+        anchors.fill: parent
+        spacing: 0
+
+        ListView {
+            id: view
+            objectName: "messageView"
+            Layout.fillWidth: true
+            Layout.fillHeight: true
+            clip: true
+            model: App.messages
+            spacing: 10
+            topMargin: 12
+            bottomMargin: 12
+            boundsBehavior: Flickable.StopAtBounds
+            ScrollBar.vertical: ScrollBar {
+                id: scrollBar
+                onPressedChanged: if (pressed) view.stickToBottom = false; else view.stickToBottom = view.atYEnd
+            }
+
+            // True while the newest text should stay in view; the user scrolling away clears it.
+            property bool stickToBottom: true
+            property bool autoScrolling: false
+            function scrollToEnd() {
+                autoScrolling = true
+                positionViewAtEnd()
+                autoScrolling = false
+            }
+            onMovementStarted: stickToBottom = false
+            onMovementEnded: stickToBottom = atYEnd
+            onContentYChanged: if (!autoScrolling && !moving && !scrollBar.pressed && !atYEnd && App.generating) stickToBottom = false
+            onContentHeightChanged: if (stickToBottom) Qt.callLater(scrollToEnd)
+            onCountChanged: if (stickToBottom) Qt.callLater(scrollToEnd)
+
+            delegate: MessageDelegate {
+                width: ListView.view.width
+                lastMessage: index === view.count - 1
+            }
+
+            Label {
+                anchors.centerIn: parent
+                visible: view.count === 0
+                width: parent.width * 0.7
+                horizontalAlignment: Text.AlignHCenter
+                wrapMode: Text.Wrap
+                opacity: 0.65
+                text: App.modelState === "ready"
+                      ? qsTr("Say something to %1. The demo model was trained on Shakespeare: try “ROMEO:” or a line of verse.").arg(App.modelInfo.name)
+                      : qsTr("Opening the model…")
+            }
+        }
+
+        Button {
+            objectName: "jumpToLatest"
+            Layout.alignment: Qt.AlignHCenter
+            visible: !view.stickToBottom && view.count > 0 && !view.atYEnd
+            text: App.generating ? qsTr("↓ Follow the reply") : qsTr("↓ Latest")
+            onClicked: { view.stickToBottom = true; view.scrollToEnd() }
+        }
+
+        Pane {
+            Layout.fillWidth: true
+            padding: 8
+
+            RowLayout {
+                anchors.fill: parent
+                spacing: 8
+
+                ScrollView {
+                    Layout.fillWidth: true
+                    Layout.preferredHeight: Math.min(140, Math.max(40, input.implicitHeight))
+                    TextArea {
+                        id: input
+                        objectName: "messageInput"
+                        placeholderText: App.modelState === "ready" ? qsTr("Message (Enter sends, Shift+Enter for a new line)")
+                                                                    : qsTr("Waiting for the model…")
+                        wrapMode: TextArea.Wrap
+                        Keys.onReturnPressed: (event) => {
+                            if (event.modifiers & Qt.ShiftModifier) { event.accepted = false; return }
+                            sendButton.clicked()
+                        }
+                    }
+                }
+
+                Button {
+                    id: sendButton
+                    objectName: "sendButton"
+                    visible: !App.generating
+                    enabled: App.modelState === "ready" && input.text.trim().length > 0
+                    text: qsTr("Send")
+                    highlighted: true
+                    onClicked: {
+                        if (App.send(input.text)) {
+                            input.clear()
+                            view.stickToBottom = true
+                        }
+                    }
+                }
+                Button {
+                    objectName: "stopButton"
+                    visible: App.generating
+                    text: qsTr("Stop")
+                    onClicked: App.stop()
+                }
+            }
+        }
+    }
+}
