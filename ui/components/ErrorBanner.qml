@@ -3,10 +3,35 @@ import QtQuick.Controls
 import QtQuick.Layouts
 import ZipMoE.Chat
 
-// The last error, dismissable; the database problem (chats not saved) stays while it lasts.
+// The last error and the last notice, dismissable; the database problem (chats not saved) stays
+// while it lasts.
 ColumnLayout {
     spacing: 0
-    visible: App.lastError !== "" || App.databaseError !== ""
+    visible: App.lastError !== "" || App.databaseError !== "" || App.notice !== ""
+
+    Rectangle {
+        objectName: "noticeBanner"
+        Layout.fillWidth: true
+        implicitHeight: Math.max(noticeText.implicitHeight, noticeClose.implicitHeight) + 8
+        visible: App.notice !== ""
+        color: "#e0f2fe"
+        RowLayout {
+            anchors.fill: parent
+            anchors.margins: 4
+            anchors.leftMargin: 6
+            Label {
+                id: noticeText
+                Layout.fillWidth: true
+                wrapMode: Text.Wrap
+                text: App.notice
+            }
+            ToolButton {
+                id: noticeClose
+                text: "✕"
+                onClicked: App.clearNotice()
+            }
+        }
+    }
 
     Rectangle {
         Layout.fillWidth: true

@@ -12,6 +12,7 @@ Item {
     required property int position
     required property string role
     required property string content
+    required property string markdown
     required property string messageState
     required property double ttftMs
     required property double tokensPerSecond
@@ -88,7 +89,7 @@ Item {
                 selectByMouse: true
                 wrapMode: TextEdit.Wrap
                 textFormat: root.isUser ? TextEdit.PlainText : TextEdit.MarkdownText
-                text: root.content + (root.messageState === "streaming" ? " ▍" : "")
+                text: (root.isUser ? root.content : root.markdown) + (root.messageState === "streaming" ? " ▍" : "")
                 color: palette.text
                 selectionColor: palette.highlight
                 selectedTextColor: palette.highlightedText

@@ -25,21 +25,22 @@ Page {
             bottomMargin: 12
             boundsBehavior: Flickable.StopAtBounds
             ScrollBar.vertical: ScrollBar {
-                id: scrollBar
-                onPressedChanged: if (pressed) view.stickToBottom = false; else view.stickToBottom = view.atYEnd
+                onPressedChanged: view.stickToBottom = !pressed && view.nearEnd
             }
 
-            // True while the newest text should stay in view; the user scrolling away clears it.
+            // True while the newest text should stay in view. Only the user's own scrolling (wheel,
+            // drag, flick: movement signals; the scroll bar) stops the following, and scrolling
+            // back to the end resumes it; the view's own layout adjustments never do.
             property bool stickToBottom: true
-            property bool autoScrolling: false
+            // At the end, margins or not (positionViewAtEnd leaves the bottom margin out).
+            readonly property bool nearEnd: contentY + height >= originY + contentHeight - 2
             function scrollToEnd() {
-                autoScrolling = true
+                if (!stickToBottom)
+                    return  // the user scrolled away after this was queued
                 positionViewAtEnd()
-                autoScrolling = false
             }
             onMovementStarted: stickToBottom = false
-            onMovementEnded: stickToBottom = atYEnd
-            onContentYChanged: if (!autoScrolling && !moving && !scrollBar.pressed && !atYEnd && App.generating) stickToBottom = false
+            onMovementEnded: stickToBottom = nearEnd
             onContentHeightChanged: if (stickToBottom) Qt.callLater(scrollToEnd)
             onCountChanged: if (stickToBottom) Qt.callLater(scrollToEnd)
 
@@ -64,7 +65,7 @@ Page {
         Button {
             objectName: "jumpToLatest"
             Layout.alignment: Qt.AlignHCenter
-            visible: !view.stickToBottom && view.count > 0 && !view.atYEnd
+            visible: !view.stickToBottom && view.count > 0 && !view.nearEnd
             text: App.generating ? qsTr("↓ Follow the reply") : qsTr("↓ Latest")
             onClicked: { view.stickToBottom = true; view.scrollToEnd() }
         }

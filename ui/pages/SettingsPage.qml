@@ -108,6 +108,7 @@ Page {
                     spacing: 12
 
                     Label {
+                        objectName: "languageLabel"
                         text: qsTr("Interface language")
                     }
 

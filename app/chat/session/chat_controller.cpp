@@ -95,7 +95,7 @@ ChatController::ChatController(const ControllerOptions& options, QObject* parent
     const qint64 last = database_->setting(QStringLiteral("lastChatId"), 0).toLongLong();
     if (last && database_->chat(last)) selectChat(last);
   }
-  if (language_ != QStringLiteral("en")) installTranslator(language_);
+  installTranslator(language_);
 }
 
 ChatController::~ChatController() {
@@ -538,9 +538,11 @@ void ChatController::onReplyFinished(qint64 requestId, const ReplyStats& stats) 
   } catch (const std::exception& e) {
     setError(QString::fromUtf8(e.what()));
   }
-  if (stats.droppedTurns > 0)
-    setError(tr("The conversation is longer than the model's context: the %n oldest message(s) were left out.", "",
-                stats.droppedTurns));
+  if (stats.droppedTurns > 0) {
+    notice_ = tr("The conversation is longer than the model's context: the %n oldest message(s) were left out.", "",
+                 stats.droppedTurns);
+    Q_EMIT noticeChanged();
+  }
   endStream();
   reloadChats();
   Q_EMIT replyFinished(messageId);
@@ -600,12 +602,11 @@ void ChatController::setLanguage(const QString& code) {
 
 void ChatController::installTranslator(const QString& code) {
   QCoreApplication::removeTranslator(&translator_);
-  if (code != QStringLiteral("en")) {
-    if (translator_.load(QStringLiteral("zipmoe_") + code, options_.translationsPath))
-      QCoreApplication::installTranslator(&translator_);
-    else
-      setError(tr("No translation for '%1' in %2.").arg(code, options_.translationsPath));
-  }
+  // English is the source language; its file only adds plural forms, so it may be absent.
+  if (translator_.load(QStringLiteral("zipmoe_") + code, options_.translationsPath))
+    QCoreApplication::installTranslator(&translator_);
+  else if (code != QStringLiteral("en"))
+    setError(tr("No translation for '%1' in %2.").arg(code, options_.translationsPath));
   if (qmlEngine_) qmlEngine_->retranslate();
 }
 
@@ -619,5 +620,10 @@ void ChatController::setError(const QString& error) {
 }
 
 void ChatController::clearError() { setError({}); }
+
+void ChatController::clearNotice() {
+  notice_.clear();
+  Q_EMIT noticeChanged();
+}
 
 }  // namespace zipmoe::app

@@ -66,6 +66,7 @@ class ChatController : public QObject {
   Q_PROPERTY(int cpuCores READ cpuCores CONSTANT FINAL)
   Q_PROPERTY(QString language READ language WRITE setLanguage NOTIFY languageChanged FINAL)
   Q_PROPERTY(QString lastError READ lastError NOTIFY lastErrorChanged FINAL)
+  Q_PROPERTY(QString notice READ notice NOTIFY noticeChanged FINAL)  // information, not an error
   Q_PROPERTY(QString databaseError READ databaseError CONSTANT FINAL)
   Q_PROPERTY(QString databasePath READ databasePath CONSTANT FINAL)
 
@@ -102,6 +103,7 @@ class ChatController : public QObject {
   QString language() const { return language_; }
   void setLanguage(const QString& code);
   QString lastError() const { return lastError_; }
+  QString notice() const { return notice_; }
   QString databaseError() const { return databaseError_; }
   QString databasePath() const { return options_.databasePath; }
   ChatDatabase* database() const { return database_.get(); }
@@ -125,6 +127,7 @@ class ChatController : public QObject {
   Q_INVOKABLE void setSamplingValue(const QString& name, double value);
   Q_INVOKABLE QString formatBytes(double bytes) const;
   Q_INVOKABLE void clearError();
+  Q_INVOKABLE void clearNotice();
 
  Q_SIGNALS:
   void modelChanged();
@@ -135,6 +138,7 @@ class ChatController : public QObject {
   void chatSettingsChanged();
   void languageChanged();
   void lastErrorChanged();
+  void noticeChanged();
   void replyFinished(qint64 messageId);  // a reply ended (finished, stopped or failed)
   void streamingText();                  // new reply text reached the message model
 
@@ -184,6 +188,7 @@ class ChatController : public QObject {
   SamplingSettings sampling_;
   QString language_ = QStringLiteral("en");
   QString lastError_;
+  QString notice_;
 
   struct Stream {
     qint64 requestId = 0;  // 0 = no reply streaming

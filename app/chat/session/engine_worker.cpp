@@ -247,8 +247,8 @@ void EngineWorker::generate(qint64 requestId, const QList<ChatTurn>& turns, cons
       if (activations > 0)
         stats.expertHitRate = static_cast<double>(sum(after.hits) - sum(before.hits)) / static_cast<double>(activations);
     }
+    saveStatistics();  // before the signal: whoever reacts to it finds the statistics saved
     Q_EMIT replyFinished(requestId, stats);
-    saveStatistics();
   } catch (const std::exception& e) {
     Q_EMIT replyFailed(requestId, QString::fromUtf8(e.what()));
   }

@@ -2,6 +2,25 @@
 
 namespace zipmoe::app {
 
+QString withHardLineBreaks(const QString& text) {
+  const QStringList lines = text.split(QLatin1Char('\n'));
+  QString out;
+  out.reserve(text.size() + text.size() / 16);
+  bool inFence = false;
+  for (qsizetype i = 0; i < lines.size(); ++i) {
+    const QString& line = lines[i];
+    const QString trimmed = line.trimmed();
+    if (trimmed.startsWith(QStringLiteral("```")) || trimmed.startsWith(QStringLiteral("~~~"))) inFence = !inFence;
+    out += line;
+    if (i + 1 == lines.size()) break;
+    // Markdown joins a line with the next into one paragraph; two trailing spaces make a break.
+    if (!inFence && !trimmed.isEmpty() && !lines[i + 1].trimmed().isEmpty() && !line.endsWith(QStringLiteral("  ")))
+      out += QStringLiteral("  ");
+    out += QLatin1Char('\n');
+  }
+  return out;
+}
+
 MessageModel::MessageModel(QObject* parent) : QAbstractListModel(parent) {}
 
 int MessageModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : count(); }
@@ -21,6 +40,7 @@ QVariant MessageModel::data(const QModelIndex& index, int role) const {
     case HitRateRole: return r.expertHitRate;
     case GeneratedTokensRole: return r.generatedTokens;
     case StopReasonRole: return r.stopReason;
+    case MarkdownRole: return withHardLineBreaks(r.content);
     default: return {};
   }
 }
@@ -29,7 +49,7 @@ QHash<int, QByteArray> MessageModel::roleNames() const {
   return {{IdRole, "messageId"},       {PositionRole, "position"},   {RoleRole, "role"},
           {ContentRole, "content"},    {StateRole, "messageState"},         {TtftRole, "ttftMs"},
           {TokensPerSecondRole, "tokensPerSecond"}, {HitRateRole, "hitRate"},
-          {GeneratedTokensRole, "generatedTokens"}, {StopReasonRole, "stopReason"}};
+          {GeneratedTokensRole, "generatedTokens"}, {StopReasonRole, "stopReason"}, {MarkdownRole, "markdown"}};
 }
 
 void MessageModel::reset(std::vector<MessageRow> rows) {
@@ -57,7 +77,7 @@ void MessageModel::appendText(qint64 messageId, const QString& text) {
   if (row < 0 || text.isEmpty()) return;
   rows_[static_cast<size_t>(row)].content += text;
   const QModelIndex i = index(row);
-  Q_EMIT dataChanged(i, i, {ContentRole, Qt::DisplayRole});
+  Q_EMIT dataChanged(i, i, {ContentRole, Qt::DisplayRole, MarkdownRole});
 }
 
 void MessageModel::update(const MessageRow& row) {

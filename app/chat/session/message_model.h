@@ -26,6 +26,10 @@ struct MessageRow {
   QString stopReason;  // for errors: the error text
 };
 
+// The text as markdown to show: a single line break is kept as a line break (verse, lists of lines,
+// chat replies are written that way), except inside fenced code blocks, which keep their text.
+QString withHardLineBreaks(const QString& text);
+
 class MessageModel : public QAbstractListModel {
   Q_OBJECT
   QML_ELEMENT
@@ -35,7 +39,7 @@ class MessageModel : public QAbstractListModel {
  public:
   enum Role {
     IdRole = Qt::UserRole + 1, PositionRole, RoleRole, ContentRole, StateRole, TtftRole, TokensPerSecondRole,
-    HitRateRole, GeneratedTokensRole, StopReasonRole
+    HitRateRole, GeneratedTokensRole, StopReasonRole, MarkdownRole
   };
   Q_ENUM(Role)
 

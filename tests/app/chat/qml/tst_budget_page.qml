@@ -1,0 +1,75 @@
+import QtQuick
+import QtQuick.Controls
+import QtTest
+import ZipMoE.Chat
+
+// The memory budget page on the live runtime: the field and the quick buttons move the budget, the
+// page shows the new split after the replan, pools can be switched off and on, and a budget below
+// the minimum is refused with the engine's message.
+Item {
+    id: root
+    width: 1000
+    height: 800
+
+    Component {
+        id: pageComponent
+        BudgetPage {
+            width: root.width
+            height: root.height
+        }
+    }
+
+    TestCase {
+        name: "BudgetPage"
+        when: windowShown
+
+        function mib(bytes) { return bytes / (1024 * 1024) }
+
+        function test_fieldMovesTheBudget() {
+            const page = createTemporaryObject(pageComponent, root)
+            App.runtime.refresh()
+            verify(App.runtime.active)
+            const target = App.runtime.minimumBudget + App.runtime.expertBytes * 0.4
+            const field = findChild(page, "budgetField")
+            verify(field !== null)
+            field.text = mib(target).toFixed(1)
+            mouseClick(findChild(page, "budgetApply"))
+            tryVerify(() => { App.runtime.refresh(); return Math.abs(App.runtime.budgetBytes - target) < 0.1 * 1024 * 1024 }, 5000)
+            // The slider follows the budget once it is not being dragged.
+            const slider = findChild(page, "budgetSlider")
+            tryVerify(() => Math.abs(slider.value - App.runtime.budgetBytes) < 0.2 * 1024 * 1024, 5000)
+        }
+
+        function test_quickButtonsAndTheSplitAfterAReplan() {
+            const page = createTemporaryObject(pageComponent, root)
+            const before = App.runtime.replans
+            mouseClick(findChild(page, "budgetQuick100"))
+            tryVerify(() => { App.runtime.refresh(); return App.runtime.replans > before }, 10000)
+            compare(App.runtime.budgetBytes, App.runtime.minimumBudget + App.runtime.expertBytes)
+            let total = 0
+            for (const p of App.runtime.pools)
+                total += p.ratio
+            verify(Math.abs(total - 1) < 0.02, "the planned shares add up to the whole budget: " + total)
+            verify(findChild(page, "budgetPoolBar").visible)
+        }
+
+        function test_refusedBudgetShowsTheReason() {
+            const page = createTemporaryObject(pageComponent, root)
+            const field = findChild(page, "budgetField")
+            field.text = (mib(App.runtime.minimumBudget) / 4).toFixed(2)
+            mouseClick(findChild(page, "budgetApply"))
+            const error = findChild(page, "budgetError")
+            tryVerify(() => error.visible && error.text.indexOf("minimum") >= 0, 5000)
+        }
+
+        function test_poolCheckBoxes() {
+            const page = createTemporaryObject(pageComponent, root)
+            const poolC = findChild(page, "poolC"), poolS = findChild(page, "poolS")
+            verify(poolC.checked && poolS.checked)
+            mouseClick(poolC)
+            tryCompare(App.runtime, "poolMask", 0xF & ~0x2, 5000)
+            mouseClick(poolC)
+            tryCompare(App.runtime, "poolMask", 0xF, 5000)
+        }
+    }
+}
