@@ -9,6 +9,9 @@
 #include <QQmlEngine>
 #include <QUrl>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include "chat_database.h"
 #include "chat_export.h"
 #include "chat_list_model.h"
@@ -84,6 +87,11 @@ ChatController::ChatController(const ControllerOptions& options, QObject* parent
   connect(worker_, &EngineWorker::replyFailed, this, &ChatController::onReplyFailed);
   thread_.setObjectName(QStringLiteral("engine worker"));
   thread_.start();
+  // The engine's threads (this one, libtorch's pool and the runtime's I/O and decompression threads,
+  // all created from it and inheriting its niceness) yield to the GUI thread when the cores are
+  // busy: a streaming reply never makes the window stutter, and an idle GUI costs the engine nothing.
+  QMetaObject::invokeMethod(worker_, [] { ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 5); },
+                            Qt::QueuedConnection);
 
   viewFlush_.setInterval(30);  // about one frame: many small tokens become one model update
   connect(&viewFlush_, &QTimer::timeout, this, &ChatController::flushToView);

@@ -33,8 +33,10 @@ SamplingSettings SamplingSettings::fromJson(const QString& json, QString* proble
     const QJsonValue v = o.value(QLatin1String(name));
     if (v.isUndefined()) return;
     if (!v.isDouble() || v.toDouble() < lo || v.toDouble() > hi) {
+      // The value as JSON text (a number, "text", true…): an array of one, without its brackets.
+      const QByteArray asArray = QJsonDocument(QJsonArray{v}).toJson(QJsonDocument::Compact);
       problems << QStringLiteral("%1 = %2 is out of range [%3, %4]")
-                      .arg(QLatin1String(name), QString::fromUtf8(QJsonDocument(QJsonArray{v}).toJson(QJsonDocument::Compact)))
+                      .arg(QLatin1String(name), QString::fromUtf8(asArray.mid(1, asArray.size() - 2)))
                       .arg(lo)
                       .arg(hi);
       return;

@@ -155,6 +155,13 @@ class TestAppWindow : public QObject {
 
     showPage(3);
     save(QStringLiteral("settings.png"));
+
+    // The same chat in Simplified Chinese, switched at run time.
+    controller_->setLanguage(QStringLiteral("zh_CN"));
+    QCOMPARE(controller_->lastError(), QString());
+    showPage(0);
+    save(QStringLiteral("chat-zh_CN.png"));
+    controller_->setLanguage(QStringLiteral("en"));
     showPage(0);
   }
 
