@@ -6,7 +6,7 @@ ZIPMOE_APT_PACKAGES=(
   qt6-base-dev qt6-declarative-dev qml6-module-qtquick qml6-module-qtquick-controls
   qml6-module-qtquick-layouts qml6-module-qtquick-window qml6-module-qtquick-templates
   qml6-module-qtqml qml6-module-qtqml-models qml6-module-qtqml-workerscript qml6-module-qttest
-  qml6-module-qtquick-dialogs qml6-module-qt-labs-folderlistmodel
+  qml6-module-qtquick-dialogs qml6-module-qt-labs-folderlistmodel fonts-wqy-microhei
   qt6-l10n-tools qt6-tools-dev libqt6sql6-sqlite
   libtorch-dev libopenblas0-pthread liblz4-dev libzstd-dev libsqlite3-dev nlohmann-json3-dev
   xvfb xauth

@@ -16,14 +16,23 @@ export QT_QPA_PLATFORM=offscreen
 echo "== [1/5] build and test (warnings are errors)"
 cmake -S "$root" -B "$root/build-test" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
 cmake --build "$root/build-test" -j "$jobs"
-ctest --test-dir "$root/build-test" --output-on-failure -j "$jobs"
+summary=()
+# Runs ctest with the given arguments, keeps its log, and notes "what: N tests" for the summary.
+run_ctest() {
+  local what="$1"; shift
+  local log; log="$(mktemp)"
+  ctest "$@" 2>&1 | tee "$log"
+  summary+=("$what: $(grep -Eo '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -n 1)")
+  rm -f "$log"
+}
+run_ctest "[1] build and test" --test-dir "$root/build-test" --output-on-failure -j "$jobs"
 
 echo "== [2/5] engine tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S "$root" -B "$root/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZIPMOE_SANITIZE=ON \
   -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
 cmake --build "$root/build-asan" -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir "$root/build-asan" --output-on-failure -j "$jobs" -LE no-sanitizer
+  run_ctest "[2] ASan/UBSan" --test-dir "$root/build-asan" --output-on-failure -j "$jobs" -LE no-sanitizer
 
 echo "== [3/5] expert-runtime tests under ThreadSanitizer"
 cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_SANITIZE=thread \
@@ -31,7 +40,8 @@ cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInf
 runtime_tests=$(cd "$root/tests/engine/runtime" && ls test_*.cpp | sed 's/\.cpp$//')
 # shellcheck disable=SC2086
 cmake --build "$root/build-tsan" -j "$jobs" --target $runtime_tests
-TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp" ctest --test-dir "$root/build-tsan" --output-on-failure -j "$jobs" -L runtime
+TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp" \
+  run_ctest "[3] TSan" --test-dir "$root/build-tsan" --output-on-failure -j "$jobs" -L runtime
 
 echo "== [4/5] fuzzing (libFuzzer + ASan/UBSan)"
 cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_FUZZ=ON \
@@ -53,6 +63,7 @@ for target in fuzz_manifest fuzz_safetensors_header fuzz_chunk_decode; do
   fi
   grep -E '^stat::(number_of_executed_runs|new_units_added|peak_rss_mb)' "$log" || tail -n 4 "$log"
 done
+summary+=("[4] fuzzing: ${seconds}s per target, no crash")
 
 echo "== [5/5] CUDA recovery kernel (compile and link; it runs only where a GPU is)"
 nvcc="$(command -v nvcc || true)"
@@ -61,8 +72,14 @@ if [ -n "$nvcc" ]; then
   cmake -S "$root" -B "$root/build-cuda" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_CUDA=ON -DZIPMOE_WITH_QT=OFF \
     -DCMAKE_CUDA_COMPILER="$nvcc" -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
   cmake --build "$root/build-cuda" -j "$jobs" --target zipmoe_cuda test_cuda_recovery
-  ctest --test-dir "$root/build-cuda" --output-on-failure -R test_cuda_recovery
+  if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+    run_ctest "[5] CUDA kernel" --test-dir "$root/build-cuda" --output-on-failure -R test_cuda_recovery
+  else
+    summary+=("[5] CUDA kernel: compiled and linked with nvcc; not run (no GPU on this machine)")
+  fi
 else
-  echo "no nvcc (CUDA toolkit not installed): skipped"
+  summary+=("[5] CUDA kernel: skipped (no nvcc)")
 fi
+echo "== summary"
+printf '  %s\n' "${summary[@]}"
 echo "all tests passed"

@@ -546,9 +546,8 @@ void ChatController::onReplyFinished(qint64 requestId, const ReplyStats& stats) 
   } catch (const std::exception& e) {
     setError(QString::fromUtf8(e.what()));
   }
-  if (stats.droppedTurns > 0) {
-    notice_ = tr("The conversation is longer than the model's context: the %n oldest message(s) were left out.", "",
-                 stats.droppedTurns);
+  if (stats.droppedTurns != droppedTurns_) {
+    droppedTurns_ = stats.droppedTurns;
     Q_EMIT noticeChanged();
   }
   endStream();
@@ -606,6 +605,7 @@ void ChatController::setLanguage(const QString& code) {
   installTranslator(code);
   if (database_) database_->setSetting(QStringLiteral("language"), code);
   Q_EMIT languageChanged();
+  Q_EMIT noticeChanged();
 }
 
 void ChatController::installTranslator(const QString& code) {
@@ -629,8 +629,15 @@ void ChatController::setError(const QString& error) {
 
 void ChatController::clearError() { setError({}); }
 
+QString ChatController::notice() const {
+  // Formatted when read, so that it follows a change of language.
+  if (droppedTurns_ <= 0) return {};
+  return tr("The conversation is longer than the model's context: the %n oldest message(s) were left out.", "",
+            droppedTurns_);
+}
+
 void ChatController::clearNotice() {
-  notice_.clear();
+  droppedTurns_ = 0;
   Q_EMIT noticeChanged();
 }
 

@@ -103,7 +103,7 @@ class ChatController : public QObject {
   QString language() const { return language_; }
   void setLanguage(const QString& code);
   QString lastError() const { return lastError_; }
-  QString notice() const { return notice_; }
+  QString notice() const;
   QString databaseError() const { return databaseError_; }
   QString databasePath() const { return options_.databasePath; }
   ChatDatabase* database() const { return database_.get(); }
@@ -188,7 +188,7 @@ class ChatController : public QObject {
   SamplingSettings sampling_;
   QString language_ = QStringLiteral("en");
   QString lastError_;
-  QString notice_;
+  int droppedTurns_ = 0;  // the notice: oldest turns the last reply left out (0 = no notice)
 
   struct Stream {
     qint64 requestId = 0;  // 0 = no reply streaming
