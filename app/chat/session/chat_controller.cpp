@@ -5,6 +5,9 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QGuiApplication>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLocale>
 #include <QQmlEngine>
 #include <QUrl>
@@ -85,6 +88,7 @@ ChatController::ChatController(const ControllerOptions& options, QObject* parent
   connect(worker_, &EngineWorker::textArrived, this, &ChatController::onText);
   connect(worker_, &EngineWorker::replyFinished, this, &ChatController::onReplyFinished);
   connect(worker_, &EngineWorker::replyFailed, this, &ChatController::onReplyFailed);
+  connect(runtime_, &RuntimeMonitor::replanned, this, &ChatController::savePlan);
   thread_.setObjectName(QStringLiteral("engine worker"));
   thread_.start();
   // The engine's threads (this one, libtorch's pool and the runtime's I/O and decompression threads,
@@ -151,6 +155,7 @@ void ChatController::openModel(const QString& pathOrUrl) {
   loadProgress_ = -1;
   setModelState(QStringLiteral("loading"));
   Q_EMIT loadProgressChanged();
+  worker_->clearCancel();
   QMetaObject::invokeMethod(worker_, [w = worker_, request] { w->openModel(request); }, Qt::QueuedConnection);
 }
 
@@ -169,6 +174,9 @@ void ChatController::onModelReady(const ModelInfo& info) {
     database_->setSetting(QStringLiteral("budget:") + info.sourcePath, static_cast<qulonglong>(info.budgetBytes));
   }
   runtime_->refresh();
+  lastPlanBudget_ = 0;
+  lastPlanPools_ = 0;
+  savePlan();  // the plan the runtime opened with
   setModelState(QStringLiteral("ready"));
 }
 
@@ -213,6 +221,30 @@ void ChatController::setDecompressWorkers(int workers) {
 }
 
 int ChatController::cpuCores() const { return QThread::idealThreadCount(); }
+
+// Keeps the plan the runtime applied, when the user changed what it plans for (budget or pools):
+// the plans table is the history of the user's choices and what the planner made of them, not a
+// row for every periodic replan. The budget and pools are also remembered for the next start.
+void ChatController::savePlan() {
+  if (!database_ || info_.modelKey.isEmpty() || !runtime_->active()) return;
+  const auto budget = static_cast<quint64>(runtime_->budgetBytes());
+  const auto pools = static_cast<unsigned>(runtime_->poolMask());
+  if (budget == lastPlanBudget_ && pools == lastPlanPools_) return;
+  QJsonArray split;
+  for (const QVariant& p : runtime_->pools()) split.append(QJsonObject::fromVariantMap(p.toMap()));
+  QJsonObject plan;
+  plan[QStringLiteral("pools")] = split;
+  plan[QStringLiteral("lastReplanMs")] = runtime_->lastReplanMs();
+  try {
+    database_->savePlan(info_.modelKey, budget, pools, QString::fromUtf8(QJsonDocument(plan).toJson(QJsonDocument::Compact)));
+    database_->setSetting(QStringLiteral("budget:") + info_.sourcePath, static_cast<qulonglong>(budget));
+    database_->setSetting(QStringLiteral("pools:") + info_.sourcePath, pools);
+    lastPlanBudget_ = budget;
+    lastPlanPools_ = pools;
+  } catch (const std::exception& e) {
+    setError(QString::fromUtf8(e.what()));
+  }
+}
 
 // Chats --------------------------------------------------------------------------------------------
 

@@ -160,6 +160,7 @@ class ChatController : public QObject {
   void setModelState(const QString& state);
   qint64 ensureChat();
   void installTranslator(const QString& code);
+  void savePlan();
 
   ControllerOptions options_;
   std::shared_ptr<ChatDatabase> database_;
@@ -180,6 +181,8 @@ class ChatController : public QObject {
   QString modelError_;
   ModelInfo info_;
   QString openingPath_;
+  quint64 lastPlanBudget_ = 0;
+  unsigned lastPlanPools_ = 0;
 
   qint64 currentChatId_ = 0;
   QString currentChatTitle_;

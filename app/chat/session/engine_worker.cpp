@@ -86,7 +86,6 @@ QString EngineWorker::ensureStore(const QString& path, const QString& storesDir)
 }
 
 void EngineWorker::openModel(const OpenModelRequest& request) {
-  cancel_.store(false);
   closeModel();
   try {
     const QString storePath = ensureStore(request.path, request.storesDir);

@@ -48,7 +48,10 @@ class EngineWorker : public QObject {
   ~EngineWorker() override;
 
   void requestStop() { stop_.store(true); }
+  // Cancels the open being done or queued. The caller clears the flag (clearCancel) before it
+  // queues the next openModel, so a cancel that comes before the worker starts that open counts.
   void requestCancel() { cancel_.store(true); }
+  void clearCancel() { cancel_.store(false); }
 
   // The store an HF directory converts to, under storesDir: its name plus a hash of its path.
   static QString storePathFor(const QString& hfDir, const QString& storesDir);

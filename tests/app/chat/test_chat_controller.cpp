@@ -19,6 +19,7 @@
 #include "chat_controller.h"
 #include "chat_database.h"
 #include "chat_list_model.h"
+#include "engine_worker.h"
 #include "message_model.h"
 #include "runtime_monitor.h"
 #include "timeline_model.h"
@@ -80,6 +81,31 @@ class TestChatController : public QObject {
     const QString key = info.value("modelKey").toString();
     QVERIFY(key.startsWith(QStringLiteral("mixtral:")));
     QVERIFY(c.database()->loadProfile(key).has_value());
+  }
+
+  // A cancel given before the worker even starts the open counts; nothing is left half-converted,
+  // and the next open works.
+  void cancellingAnOpenLeavesNothingBehind() {
+    QTemporaryDir dir;
+    ChatController c(optionsIn(dir));
+    c.openModel();
+    c.cancelLoading();
+    QVERIFY(!waitReady(c));
+    QCOMPARE(c.modelState(), QStringLiteral("failed"));
+    QCOMPARE(c.modelError(), QStringLiteral("Cancelled."));
+    const QString store = EngineWorker::storePathFor(QStringLiteral(ZIPMOE_DEMO_MODEL_DIR), dir.filePath(QStringLiteral("stores")));
+    QVERIFY(!QFileInfo::exists(store + QStringLiteral("/manifest.json")));
+    c.openModel();
+    QVERIFY(waitReady(c));
+  }
+
+  void openingSomethingThatIsNotAModelSaysWhat() {
+    QTemporaryDir dir;
+    ChatController c(optionsIn(dir));
+    c.openModel(dir.path());
+    QVERIFY(!waitReady(c));
+    QVERIFY2(c.modelError().contains(dir.path()) && c.modelError().contains(QStringLiteral("config.json")),
+             qPrintable(c.modelError()));
   }
 
   void streamsARepliesIntoTheModelAndTheDatabase() {
@@ -190,6 +216,12 @@ class TestChatController : public QObject {
     QCOMPARE(c.runtime()->budgetBytes(), minimum + experts);
     QCOMPARE(c.messages()->rows().back().state, QStringLiteral("complete"));
     // Pools: a subset is applied; all off is refused.
+    // The plan for the user's last budget is in the database, with the pool split it chose.
+    QTRY_VERIFY_WITH_TIMEOUT(c.database()->latestPlan(c.modelInfo().value("modelKey").toString()).has_value() &&
+                                 c.database()->latestPlan(c.modelInfo().value("modelKey").toString())->budgetBytes ==
+                                     static_cast<quint64>(minimum + experts),
+                             5000);
+    QVERIFY(c.database()->latestPlan(c.modelInfo().value("modelKey").toString())->planJson.contains(QStringLiteral("\"ratio\"")));
     QVERIFY(c.runtime()->setPools(0x1 | 0x4));
     QCOMPARE(c.runtime()->poolMask(), 0x5);
     QVERIFY(!c.runtime()->setPools(0));
