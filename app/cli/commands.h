@@ -19,7 +19,8 @@ int runGenerate(const Args& args);    // generate MODEL --prompt TEXT [sampling 
 int runChat(const Args& args);        // chat MODEL [sampling options]: interactive
 int runTrainDemo(const Args& args);
 int runProfile(const Args& args);       // profile STORE: measure u, v, c, recovery, expert compute
-int runBenchRuntime(const Args& args);  // bench runtime: ZipMoE vs full-tensor offloading, TPOT per budget   // train-demo --corpus FILE --out DIR [--steps N] ...
+int runBenchRuntime(const Args& args);  // bench runtime: ZipMoE vs full-tensor offloading, TPOT per budget
+int runBenchSuite(const Args& args);    // bench suite NAME: the paper's evaluation, JSON + PNG figures
 
 // Small argument helpers shared by the commands.
 // Removes "--name VALUE" (or "--name=VALUE") from args and returns VALUE; throws when VALUE is missing.

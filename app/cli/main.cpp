@@ -73,6 +73,8 @@ constexpr const char* kUsage =
     "  make-model --family F --preset P OUT_DIR   write a test model (HF directory) of any family\n"
     "  bench codec STORE                      compare exponent codecs on a store's expert tensors\n"
     "  bench runtime [OPTIONS]                ZipMoE vs full-tensor offloading: TPOT at several budgets\n"
+    "  bench suite NAME [OPTIONS]             the paper's evaluation: budget, batch, length, ablation, scheduler,\n"
+    "                                         threads or all; JSON and PNG figures (docs/BENCHMARKS.md)\n"
     "  profile STORE [--buffered] [--out F]   measure this machine's I/O, decompression and compute costs\n"
     "  info                                   build and CPU facts\n"
     "  generate MODEL --prompt TEXT [OPTIONS] generate a reply (chat template applied unless --raw)\n"
@@ -99,10 +101,11 @@ int dispatch(const std::string& command, Args args) {
   if (command == "train-demo") return runTrainDemo(args);
   if (command == "profile") return runProfile(args);
   if (command == "bench") {
-    if (args.empty() || (args[0] != "codec" && args[0] != "runtime"))
-      throw Error("usage: zipmoe bench codec STORE | zipmoe bench runtime [OPTIONS]");
+    if (args.empty() || (args[0] != "codec" && args[0] != "runtime" && args[0] != "suite"))
+      throw Error("usage: zipmoe bench codec STORE | zipmoe bench runtime [OPTIONS] | zipmoe bench suite NAME [OPTIONS]");
     const std::string which = args[0];
     args.erase(args.begin());
+    if (which == "suite") return runBenchSuite(args);
     return which == "codec" ? runBenchCodec(args) : runBenchRuntime(args);
   }
   if (command == "help" || command == "--help" || command == "-h") {

@@ -169,6 +169,42 @@ class TestCli : public QObject {
     QFile benchJson(path(tmp / "bench.json"));
     QVERIFY(benchJson.open(QIODevice::ReadOnly));
     QCOMPARE(QJsonDocument::fromJson(benchJson.readAll()).object()["results"].toArray().size(), 6);
+
+    // Every evaluation suite, tiny settings: JSON results, figure specs, and their PNGs.
+    const QStringList suite = {"--hf", path(tmp / "hf"), "--store", path(tmp / "store"), "--label", "tiny",
+                               "--trace-file", path(tmp / "trace.tsv"), "--out", path(tmp / "suites"), "--budgets", "250,400",
+                               "--budget", "300", "--batches", "1,2", "--lengths", "2,4", "--workers-list", "1,2",
+                               "--tokens", "4", "--warmup", "1", "--prompt-tokens", "3", "--prompts", "0"};
+    r = runCli(QStringList{"bench", "suite", "all"} + suite);
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+    for (const char* name : {"budget", "batch", "length", "ablation", "scheduler", "threads"}) {
+      QFile f(path(tmp / "suites" / (std::string(name) + "-tiny.json")));
+      QVERIFY2(f.open(QIODevice::ReadOnly), name);
+      const QJsonObject doc = QJsonDocument::fromJson(f.readAll()).object();
+      QCOMPARE(doc["suite"].toString(), QString::fromLatin1(name));
+      QVERIFY2(!doc["results"].toArray().isEmpty(), name);
+      for (const auto fig : doc["figures"].toArray()) {
+        const auto spec = tmp / "suites" / fig.toString().toStdString();
+        QVERIFY2(std::filesystem::exists(spec), fig.toString().toUtf8().constData());
+        auto png = spec;
+        png.replace_extension(".png");
+        QFile image(path(png));
+        QVERIFY2(image.open(QIODevice::ReadOnly), qPrintable(path(png)));
+        QCOMPARE(image.read(4), QByteArray("\x89PNG", 4));
+      }
+    }
+    QVERIFY2(r.out.contains("makespan / lower bound"), qPrintable(r.out));
+    r = runCli(QStringList{"bench", "suite", "speed"} + suite);
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("unknown suite 'speed'"), qPrintable(r.err));
+    QStringList beyond = suite;
+    beyond.last() = "3";  // --prompts 3: the trace has one prompt
+    r = runCli(QStringList{"bench", "suite", "budget"} + beyond);
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("--prompts") && r.err.contains("1 prompts"), qPrintable(r.err));
+    r = runCli({"bench", "suite", "budget", "--hf", path(tmp / "hf")});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("--label"), qPrintable(r.err));
   }
 
   void badInvocationsExplainThemselves() {

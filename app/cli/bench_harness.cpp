@@ -1,0 +1,349 @@
+#include "bench_harness.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime_options.h"
+#include "zipmoe/converter.h"
+#include "zipmoe/engine.h"
+#include "zipmoe/error.h"
+#include "zipmoe/model_family.h"
+#include "zipmoe/test_model.h"
+
+namespace zipmoe::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Forwards to whichever runtime the benchmark has plugged in; with a recorder set, notes each MoE
+// layer's measured makespan and lower bound (the runtime adds them up when a layer's batch ends,
+// which is before the model asks for the next layer).
+class SwitchableExperts : public ExpertProvider {
+ public:
+  explicit SwitchableExperts(std::shared_ptr<ExpertRuntime> first) : current_(std::move(first)) {}
+  void set(std::shared_ptr<ExpertRuntime> p) {
+    current_ = std::move(p);
+    recording_ = false;
+  }
+  void record(std::vector<double>* ratios) {
+    ratios_ = ratios;
+    recording_ = ratios != nullptr;
+    if (recording_) last_ = current_->stats();
+  }
+  void noteLastLayer() {
+    if (!recording_) return;
+    const RuntimeStats s = current_->stats();
+    if (s.layers == last_.layers + 1 && s.lowerBound > last_.lowerBound)
+      ratios_->push_back((s.measuredMakespan - last_.measuredMakespan) / (s.lowerBound - last_.lowerBound));
+    last_ = s;
+  }
+  std::unique_ptr<ExpertBatch> acquire(int layer, std::span<const ExpertRequest> requests) override {
+    noteLastLayer();
+    return current_->acquire(layer, requests);
+  }
+  int numLayers() const override { return current_->numLayers(); }
+  int numExperts() const override { return current_->numExperts(); }
+  std::pair<int64_t, int64_t> tensorShape(int kind) const override { return current_->tensorShape(kind); }
+
+ private:
+  std::shared_ptr<ExpertRuntime> current_;
+  bool recording_ = false;
+  std::vector<double>* ratios_ = nullptr;
+  RuntimeStats last_{};
+};
+
+// Replays one trace prompt per request of a batch: the tokens of a forward come in step order, so
+// the router hands each request's share of them to that request's own TraceRouting.
+class BatchTraceRouting : public RoutingOverride {
+ public:
+  BatchTraceRouting(std::shared_ptr<const ActivationTrace> trace, int layers, int experts, int k)
+      : trace_(std::move(trace)), layers_(layers), experts_(experts), k_(k) {}
+  void setRequests(const std::vector<int>& prompts) {
+    routers_.clear();
+    for (size_t r = 0; r < prompts.size(); ++r) {
+      // Each request its own seed: two requests replaying the same prompt still differ in detail.
+      routers_.push_back(std::make_unique<TraceRouting>(trace_, layers_, experts_, k_, 1 + r));
+      routers_.back()->setPrompt(prompts[r]);
+    }
+  }
+  void setSegments(std::vector<int64_t> tokensPerRequest) { segments_ = std::move(tokensPerRequest); }
+  void choose(int moeLayer, int64_t tokens, int k, std::span<int64_t> out) override {
+    int64_t offset = 0;
+    for (size_t r = 0; r < segments_.size(); ++r) {
+      if (segments_[r] == 0) continue;
+      routers_[r]->choose(moeLayer, segments_[r], k, out.subspan(static_cast<size_t>(offset * k), static_cast<size_t>(segments_[r] * k)));
+      offset += segments_[r];
+    }
+    if (offset != tokens)
+      throw Error("bench: the batch router was told " + std::to_string(offset) + " tokens, the model sent " + std::to_string(tokens));
+  }
+
+ private:
+  std::shared_ptr<const ActivationTrace> trace_;
+  int layers_, experts_, k_;
+  std::vector<std::unique_ptr<TraceRouting>> routers_;
+  std::vector<int64_t> segments_;
+};
+
+}  // namespace
+
+std::vector<std::string> splitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base, const std::filesystem::path& hf) {
+  BenchSystem s{text, base};
+  if (text == "zipmoe") return s;
+  if (text.rfind("zipmoe:", 0) == 0) {  // zipmoe:FS = ZipMoE with only those pools
+    s.options.pools = parsePools(text.substr(7));
+    return s;
+  }
+  if (text.rfind("zipmoe-workers:", 0) == 0) {
+    const long long l = parseInteger("system " + text, text.substr(15));
+    if (l < 1 || l > 256) throw Error("system " + text + ": the number of decompression workers must be in 1..256");
+    s.options.decompressWorkers = static_cast<int>(l);
+    return s;
+  }
+  if (text == "zipmoe-noplan") {
+    s.options.planning = false;
+    return s;
+  }
+  if (text == "zipmoe-fifo-schedule") {
+    s.options.fifoSchedule = true;
+    return s;
+  }
+  for (const char* policy : {"lru", "fifo", "marking"})
+    if (text == std::string("zipmoe-") + policy) {
+      s.options.eviction = parseEvictionPolicy(policy);
+      return s;
+    }
+  if (text.rfind("full-", 0) == 0) {
+    s.options.mode = OffloadMode::FullTensor;
+    s.options.eviction = parseEvictionPolicy(text.substr(5));
+    s.options.checkpointDir = hf;
+    return s;
+  }
+  throw Error("unknown system '" + text +
+              "' (zipmoe, zipmoe:POOLS e.g. zipmoe:FS, zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-lru, zipmoe-fifo, "
+              "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking)");
+}
+
+struct BenchWorkload::Impl {
+  std::shared_ptr<const Store> store;
+  std::shared_ptr<SwitchableExperts> experts;
+  std::shared_ptr<BatchTraceRouting> routing;  // null: the model's router
+  std::shared_ptr<const ActivationTrace> trace;
+  std::unique_ptr<MoeModel> model;
+};
+
+BenchWorkload::~BenchWorkload() = default;
+
+std::unique_ptr<BenchWorkload> BenchWorkload::open(const WorkloadSpec& spec) {
+  std::unique_ptr<BenchWorkload> w(new BenchWorkload);
+  w->spec_ = spec;
+  w->impl_ = std::make_unique<Impl>();
+  Impl& d = *w->impl_;
+  if (!std::filesystem::exists(spec.hf / "config.json")) {
+    if (spec.generatePreset.empty()) throw Error(spec.hf.string() + " has no config.json");
+    std::fprintf(stderr, "bench: generating %s (%s %s shapes, %d layers)…\n", spec.hf.string().c_str(),
+                 spec.generateFamily.c_str(), spec.generatePreset.c_str(), spec.generateLayers);
+    TestModelOptions o;
+    const auto family = familyFromName(spec.generateFamily);
+    if (!family) throw Error("unknown family '" + spec.generateFamily + "' (" + supportedFamilyList() + ")");
+    o.family = *family;
+    o.preset = spec.generatePreset;
+    o.layers = spec.generateLayers;
+    generateTestModel(spec.hf, o);
+  }
+  if (!std::filesystem::exists(spec.store / "manifest.json")) {
+    std::fprintf(stderr, "bench: converting %s to %s…\n", spec.hf.string().c_str(), spec.store.string().c_str());
+    convertCheckpoint(spec.hf, spec.store, ConvertOptions{});
+  }
+  d.store = std::shared_ptr<const Store>(Store::open(spec.store).release());
+  const auto profilePath = spec.store / (spec.readMode == ReadMode::Direct ? "profile.json" : "profile-buffered.json");
+  std::optional<CostProfile> saved;
+  try {
+    std::string whyNot;
+    saved = loadMatchingProfile(profilePath, *d.store, spec.readMode, &whyNot);
+    if (!whyNot.empty()) std::fprintf(stderr, "bench: %s: re-measuring\n", whyNot.c_str());
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench: %s: re-measuring\n", e.what());
+  }
+  if (!saved) {
+    std::fprintf(stderr, "bench: measuring the cost profile of %s…\n", spec.store.string().c_str());
+    saved = profileStore(*d.store, spec.readMode, ComputeDtype::Auto, spec.threads, 24);
+    try {
+      saveCostProfile(*saved, profilePath);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "bench: %s (the profile is used, not kept)\n", e.what());
+    }
+  }
+  w->profile_ = *saved;
+
+  RuntimeOptions base;
+  base.readMode = spec.readMode;
+  base.budgetBytes = UINT64_MAX / 4;
+  auto first = ExpertRuntime::open(d.store, base, w->profile_);
+  w->expertBytes_ = first->expertBytes();
+  d.experts = std::make_shared<SwitchableExperts>(first);
+  const Manifest& m = d.store->manifest();
+  ModelOptions mo;
+  mo.threads = spec.threads;
+  mo.experts = d.experts;
+  if (!spec.traceFile.empty()) {
+    d.trace = ActivationTrace::load(spec.traceFile);
+    d.routing = std::make_shared<BatchTraceRouting>(d.trace, m.numLayers(), m.numExperts,
+                                                    static_cast<int>(m.config->value("num_experts_per_tok", 1)));
+    d.routing->setRequests({0});
+    mo.routing = d.routing;
+  }
+  std::fprintf(stderr, "bench: loading the dense weights of %s…\n", spec.store.string().c_str());
+  const auto t0 = Clock::now();
+  d.model = MoeModel::load(spec.store, mo);
+  std::fprintf(stderr, "bench: loaded in %.1f s: %s\n", since(t0), w->describe().c_str());
+  d.experts->set(nullptr);
+  return w;
+}
+
+int BenchWorkload::numLayers() const { return impl_->store->manifest().numLayers(); }
+int BenchWorkload::tracePrompts() const { return impl_->trace ? impl_->trace->numPrompts() : 0; }
+
+std::string BenchWorkload::describe() const {
+  const Manifest& m = impl_->store->manifest();
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s, %d MoE layers × %d experts (top-%d), %.2f GiB of experts in BF16%s%s",
+                familyName(m.family), m.numLayers(), m.numExperts, static_cast<int>(m.config->value("num_experts_per_tok", 1)),
+                static_cast<double>(expertBytes_) / (1 << 30), impl_->trace ? ", routing replayed from " : ", its own router",
+                impl_->trace ? spec_.traceFile.filename().string().c_str() : "");
+  return buf;
+}
+
+RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, const RunSettings& settings) {
+  Impl& d = *impl_;
+  RunResult result;
+  result.budgetBytes = budgetBytes;
+  RuntimeOptions o = system.options;
+  o.budgetBytes = budgetBytes;
+  std::shared_ptr<ExpertRuntime> rt;
+  try {
+    rt = ExpertRuntime::open(d.store, o, profile_);
+  } catch (const Error& e) {
+    result.skipped = true;
+    result.skipReason = e.what();
+    return result;
+  }
+  d.experts->set(rt);
+  // Rounds: with a batch of one, every prompt is a request of its own, one after the other on the
+  // same runtime (its cache carries over, as in a chat); with a batch of B, one round of B requests
+  // decoded together, request r replaying prompt r mod |prompts|.
+  const int batch = std::max(1, settings.batch);
+  std::vector<std::vector<int>> rounds;
+  if (batch == 1) {
+    for (int p : settings.prompts) rounds.push_back({p});
+  } else {
+    rounds.emplace_back();
+    for (int r = 0; r < batch; ++r) rounds.back().push_back(settings.prompts[static_cast<size_t>(r) % settings.prompts.size()]);
+  }
+  const int64_t vocab = d.model->config().vocabSize;
+  auto argmax = [](const std::vector<float>& l) {
+    return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+  };
+  RuntimeStats atWarm = rt->stats();
+  double decodeSeconds = 0, prefillSum = 0;
+  int decodeSteps = 0, requests = 0;
+  for (size_t round = 0; round < rounds.size(); ++round) {
+    const std::vector<int>& prompts = rounds[round];
+    if (d.routing) d.routing->setRequests(prompts);
+    std::vector<MoeModel::SequenceId> seqs;
+    std::vector<int32_t> next(prompts.size());
+    std::vector<double> prefill(prompts.size());
+    for (size_t r = 0; r < prompts.size(); ++r) {
+      seqs.push_back(d.model->addSequence());
+      std::vector<int32_t> ids;
+      for (int i = 0; i < settings.promptTokens; ++i)
+        ids.push_back(static_cast<int32_t>((1009 * (i + 1) + 7919 * static_cast<int64_t>(prompts[r]) + 31 * static_cast<int64_t>(r)) % vocab));
+      if (d.routing) {
+        std::vector<int64_t> seg(prompts.size(), 0);
+        seg[r] = settings.promptTokens;
+        d.routing->setSegments(seg);
+      }
+      const auto t0 = Clock::now();
+      const auto logits = d.model->forward({{seqs.back(), ids}});
+      prefill[r] = since(t0);
+      prefillSum += prefill[r];
+      next[r] = argmax(logits[0]);
+    }
+    if (d.routing) d.routing->setSegments(std::vector<int64_t>(prompts.size(), 1));
+    const size_t firstRow = result.latencyMs.size();
+    result.latencyMs.resize(firstRow + prompts.size());
+    double elapsed = 0;
+    for (int step = 0; step < settings.tokens; ++step) {
+      if (round == 0 && step == settings.warmup) {
+        atWarm = rt->stats();
+        if (settings.recordLayers) d.experts->record(&result.layerRatios);
+      }
+      std::vector<MoeModel::Step> steps;
+      for (size_t r = 0; r < prompts.size(); ++r) steps.push_back({seqs[r], {next[r]}});
+      const auto t0 = Clock::now();
+      const auto logits = d.model->forward(steps);
+      const double s = since(t0);
+      elapsed += s;
+      for (size_t r = 0; r < prompts.size(); ++r) {
+        next[r] = argmax(logits[r]);
+        result.latencyMs[firstRow + r].push_back((prefill[r] + elapsed) * 1e3);
+      }
+      if (step >= settings.warmup) {
+        decodeSeconds += s;
+        ++decodeSteps;
+      }
+    }
+    for (auto seq : seqs) d.model->removeSequence(seq);
+    requests += static_cast<int>(prompts.size());
+  }
+  d.experts->noteLastLayer();
+  const RuntimeStats st = rt->stats();
+  d.experts->set(nullptr);
+  if (settings.measureReplan && o.mode == OffloadMode::ZipMoE) {
+    // Replanning latency, as a budget slider causes it.
+    const int moves = 10;
+    for (int i = 0; i < moves; ++i) {
+      rt->setMemoryBudget(budgetBytes - budgetBytes / 20 * static_cast<uint64_t>(i % 2));
+      rt->waitForPlan();
+      const double ms = rt->stats().lastReplanSeconds * 1e3;
+      result.replanMeanMs += ms / moves;
+      result.replanMaxMs = std::max(result.replanMaxMs, ms);
+    }
+  }
+
+  result.ttftMs = prefillSum / std::max(1, requests) * 1e3;
+  result.tpotMs = decodeSteps ? decodeSeconds / decodeSteps * 1e3 : 0;
+  result.throughput = decodeSeconds > 0 ? static_cast<double>(batch) * decodeSteps / decodeSeconds : 0;
+  const double acts = static_cast<double>(std::max<uint64_t>(1, st.activations - atWarm.activations));
+  for (size_t p = 0; p < 4; ++p) result.hitPercent[p] = 100.0 * static_cast<double>(st.hits[p] - atWarm.hits[p]) / acts;
+  result.missPercent = 100.0 * static_cast<double>(st.misses - atWarm.misses) / acts;
+  result.mibReadPerToken = static_cast<double>(st.bytesRead - atWarm.bytesRead) / (1 << 20) /
+                           std::max(1.0, static_cast<double>(decodeSteps) * batch);
+  if (st.layers > atWarm.layers)
+    result.layerMs = (st.measuredMakespan - atWarm.measuredMakespan) / static_cast<double>(st.layers - atWarm.layers) * 1e3;
+  if (st.lowerBound > atWarm.lowerBound)
+    result.makespanOverBound = (st.measuredMakespan - atWarm.measuredMakespan) / (st.lowerBound - atWarm.lowerBound);
+  for (size_t p = 0; p < 4; ++p) {
+    result.poolRatio[p] = st.pools[p].ratio;
+    result.poolCapacityBytes[p] = st.pools[p].capacityBytes;
+  }
+  result.workingSetBytes = st.workingSetBytes;
+  result.stallSeconds = st.stallSeconds;
+  return result;
+}
+
+}  // namespace zipmoe::cli

@@ -1,0 +1,105 @@
+// The benchmarks' common ground: one model loaded once with its dense weights, routing replayed from
+// a real activation trace (or the model's own router), and a fresh expert runtime plugged in for
+// every system and budget compared, so that every system runs on the same store, the same prompts,
+// the same routing and the same budget in one process.
+//
+// BenchWorkload::open prepares the store (generating a checkpoint of a preset's shapes and
+// converting it when asked), loads or measures the cost profile, and loads the model once. run()
+// generates greedy continuations of synthetic prompts for a batch of requests (each request
+// replays its own trace prompt), and reports TTFT (prefill), TPOT (decode steps after a warm-up),
+// throughput, per-request end-to-end latency at every output length, the runtime's hit rates and
+// bytes, and each MoE layer's measured makespan against its lower bound (Lemma B.3).
+// Thread-safety: one thread. Cost: the model's.
+#pragma once
+
+#include <array>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zipmoe/activation_trace.h"
+#include "zipmoe/cost_profile.h"
+#include "zipmoe/expert_runtime.h"
+#include "zipmoe/model.h"
+
+namespace zipmoe::cli {
+
+// A compared system: a name and the runtime options it stands for.
+//   zipmoe, zipmoe:POOLS (e.g. zipmoe:FS), zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-lru,
+//   zipmoe-fifo, zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking
+struct BenchSystem {
+  std::string name;
+  RuntimeOptions options;
+};
+BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base, const std::filesystem::path& hf);
+std::vector<std::string> splitList(const std::string& text);
+
+struct WorkloadSpec {
+  std::string label;                  // names the workload in results and figures
+  std::filesystem::path hf;           // the HF checkpoint (the full-tensor baselines read it)
+  std::filesystem::path store;        // the ZipMoE store
+  std::filesystem::path traceFile;    // empty: the model's own router
+  std::string generateFamily, generatePreset;  // when hf has no config.json: generate it (then convert)
+  int generateLayers = 0;
+  ReadMode readMode = ReadMode::Direct;
+  int threads = 0;                    // libtorch intra-op threads; 0 = default
+};
+
+struct RunSettings {
+  std::vector<int> prompts = {0};  // trace prompts, one per request of a batch (cycled)
+  int batch = 1;                   // requests decoded together
+  int promptTokens = 16;
+  int tokens = 24;                 // decode steps after the prefill
+  int warmup = 4;                  // decode steps left out of TPOT
+  bool recordLayers = false;       // per-layer makespan / lower bound
+  bool measureReplan = false;      // ZipMoE: after the run, time 10 budget moves as a slider makes them
+};
+
+struct RunResult {
+  bool skipped = false;
+  std::string skipReason;
+  double ttftMs = 0;                // mean prefill time per request
+  double tpotMs = 0;                // mean decode step after the warm-up (one token per request)
+  double throughput = 0;            // generated tokens per second over the decode steps after warm-up
+  std::vector<std::vector<double>> latencyMs;  // [request][n]: prefill + n+1 decode steps (n = 0..tokens-1)
+  std::array<double, 4> hitPercent{};
+  double missPercent = 0;
+  double mibReadPerToken = 0;
+  double layerMs = 0;               // mean measured layer makespan
+  double makespanOverBound = 0;     // Σ measured / Σ lower bound after the warm-up
+  std::vector<double> layerRatios;  // per recorded layer: measured / lower bound (recordLayers)
+  std::array<double, 4> poolRatio{};
+  std::array<uint64_t, 4> poolCapacityBytes{};
+  uint64_t workingSetBytes = 0;
+  double stallSeconds = 0;
+  double replanMeanMs = 0, replanMaxMs = 0;  // measureReplan
+  uint64_t budgetBytes = 0;
+};
+
+class BenchWorkload {
+ public:
+  static std::unique_ptr<BenchWorkload> open(const WorkloadSpec& spec);
+  ~BenchWorkload();
+
+  const WorkloadSpec& spec() const { return spec_; }
+  uint64_t expertBytes() const { return expertBytes_; }
+  const CostProfile& profile() const { return profile_; }
+  int numLayers() const;
+  std::string describe() const;  // "qwen2_moe, 8 MoE layers × 60 experts (top-4), 6.1 GiB of experts"
+  int tracePrompts() const;      // prompts in the trace (0 without one)
+
+  // Runs `system` at `budgetBytes`; a budget the runtime refuses gives a skipped result.
+  RunResult run(const BenchSystem& system, uint64_t budgetBytes, const RunSettings& settings);
+
+ private:
+  BenchWorkload() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  WorkloadSpec spec_;
+  uint64_t expertBytes_ = 0;
+  CostProfile profile_;
+};
+
+}  // namespace zipmoe::cli

@@ -1,0 +1,496 @@
+// `zipmoe bench suite NAME`: the paper's evaluation (ZipMoE §5, Fig. 7–10, Table 1) on this machine.
+// Every suite runs all its compared systems in one process, on one store, with the same prompts,
+// the same trace-replayed routing and the same budget, writes its results as JSON and each figure
+// as a figure spec that zipmoe-plot renders to PNG (next to this executable, when built with Qt).
+//
+//   budget     TPOT and TTFT against the memory budget (Fig. 7)
+//   batch      decode throughput against the batch size (Fig. 8)
+//   length     end-to-end latency against the output length, mean and 10th–90th percentiles (Fig. 9)
+//   ablation   eviction policies, planning, pool subsets (Fig. 10 / Table 1)
+//   scheduler  measured layer makespan over its lower bound, Algorithm 1 vs FIFO order
+//   threads    TPOT against the number of decompression workers L
+//   all        every suite above, one after the other
+//
+// Workloads: --workload qwen (Qwen1.5-MoE-A2.7B shapes, routing replayed from
+// ../shared/data/traces/qwen1.5-moe.tsv), deepseek (DeepSeek-V2-Lite shapes, deepseek-v2-lite.tsv),
+// demo (the demo model with its own router); or --hf/--store/--trace-file/--label for any other.
+// Generated checkpoints and stores are made once under --workdir.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <numeric>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_harness.h"
+#include "commands.h"
+#include "zipmoe/error.h"
+
+namespace zipmoe::cli {
+namespace {
+
+using nlohmann::json;
+
+struct SuiteOptions {
+  std::filesystem::path out = "out/bench/suites";
+  std::vector<double> budgets = {5, 10, 25, 50, 75};
+  double budget = 25;
+  std::vector<std::string> systems;  // empty: the suite's own
+  std::vector<int> batches = {1, 4, 16};
+  std::vector<int> lengths = {32, 64, 128, 256, 512};
+  std::vector<int> workers = {1, 2, 4};
+  RunSettings run;
+  bool plot = true;
+};
+
+std::string percentText(double p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g %%", p);
+  return buf;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = p * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+// The figure's subtitle: the machine and the settings every number depends on.
+std::string settingsLine(const BenchWorkload& w, const SuiteOptions& o, const std::string& extra) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%s; %s reads; prompts of %d tokens; %s", w.describe().c_str(),
+                w.spec().readMode == ReadMode::Direct ? "O_DIRECT" : "buffered", o.run.promptTokens, extra.c_str());
+  return buf;
+}
+
+json resultJson(const std::string& system, const RunResult& r) {
+  json j = {{"system", system},
+            {"budget_bytes", r.budgetBytes},
+            {"skipped", r.skipped}};
+  if (r.skipped) {
+    j["skip_reason"] = r.skipReason;
+    return j;
+  }
+  j.update({{"tpot_ms", r.tpotMs},
+            {"ttft_ms", r.ttftMs},
+            {"throughput_tokens_per_s", r.throughput},
+            {"hit_percent", r.hitPercent},
+            {"miss_percent", r.missPercent},
+            {"mib_read_per_token", r.mibReadPerToken},
+            {"layer_makespan_ms", r.layerMs},
+            {"makespan_over_lower_bound", r.makespanOverBound},
+            {"pool_ratio", r.poolRatio},
+            {"working_set_bytes", r.workingSetBytes}});
+  return j;
+}
+
+class SuiteRunner {
+ public:
+  SuiteRunner(BenchWorkload& w, SuiteOptions o) : w_(w), o_(std::move(o)) {
+    base_.readMode = w.spec().readMode;
+  }
+
+  void run(const std::string& suite) {
+    std::printf("\n== suite %s on %s\n", suite.c_str(), w_.spec().label.c_str());
+    json doc = {{"suite", suite},
+                {"workload", {{"label", w_.spec().label}, {"model", w_.describe()}, {"hf", w_.spec().hf.string()},
+                              {"store", w_.spec().store.string()}, {"trace_file", w_.spec().traceFile.string()}}},
+                {"host", w_.profile().host},
+                {"read_mode", w_.spec().readMode == ReadMode::Direct ? "direct" : "buffered"},
+                {"settings", {{"prompts", o_.run.prompts}, {"prompt_tokens", o_.run.promptTokens}, {"tokens", o_.run.tokens},
+                              {"warmup", o_.run.warmup}}}};
+    figures_ = json::array();
+    if (suite == "budget") budget(doc);
+    else if (suite == "batch") batch(doc);
+    else if (suite == "length") length(doc);
+    else if (suite == "ablation") ablation(doc);
+    else if (suite == "scheduler") scheduler(doc);
+    else if (suite == "threads") threads(doc);
+    else throw Error("unknown suite '" + suite + "' (budget, batch, length, ablation, scheduler, threads, all)");
+    doc["figures"] = figures_;
+    const auto path = o_.out / (suite + "-" + w_.spec().label + ".json");
+    write(path, doc);
+    std::printf("wrote %s\n", path.string().c_str());
+  }
+
+  std::vector<std::filesystem::path> figureFiles;
+
+ private:
+  uint64_t bytesAt(double percent) const {
+    return static_cast<uint64_t>(percent / 100.0 * static_cast<double>(w_.expertBytes()));
+  }
+  std::vector<BenchSystem> systems(const std::vector<std::string>& defaults) const {
+    std::vector<BenchSystem> out;
+    for (const auto& s : o_.systems.empty() ? defaults : o_.systems) out.push_back(parseBenchSystem(s, base_, w_.spec().hf));
+    return out;
+  }
+  static void write(const std::filesystem::path& path, const json& doc) {
+    std::ofstream f(path);
+    f << doc.dump(2) << "\n";
+    if (!f) throw Error("cannot write " + path.string());
+  }
+  void figure(const std::string& suite, const std::string& name, json spec) {
+    const auto path = o_.out / (suite + "-" + w_.spec().label + "-" + name + ".json");
+    write(path, spec);
+    figureFiles.push_back(path);
+    figures_.push_back(path.filename().string());
+  }
+  void line(const char* system, const RunResult& r, const std::string& at) {
+    if (r.skipped) {
+      std::printf("  %-22s %-12s skipped: %s\n", system, at.c_str(), r.skipReason.c_str());
+    } else {
+      std::printf("  %-22s %-12s TPOT %8.1f ms  TTFT %8.1f ms  %7.2f tok/s  miss %5.1f %%  %7.1f MiB/token  meas/LB %.2f\n",
+                  system, at.c_str(), r.tpotMs, r.ttftMs, r.throughput, r.missPercent, r.mibReadPerToken, r.makespanOverBound);
+    }
+    std::fflush(stdout);
+  }
+
+  void budget(json& doc) {
+    json results = json::array();
+    json tpot = json::array(), ttft = json::array();
+    for (const BenchSystem& s : systems({"zipmoe", "zipmoe-noplan", "full-lru"})) {
+      json tp = {{"name", s.name}, {"points", json::array()}}, tt = tp;
+      for (double b : o_.budgets) {
+        const RunResult r = w_.run(s, bytesAt(b), o_.run);
+        line(s.name.c_str(), r, percentText(b));
+        json j = resultJson(s.name, r);
+        j["budget_percent"] = b;
+        results.push_back(j);
+        tp["points"].push_back({b, r.skipped ? json(nullptr) : json(r.tpotMs)});
+        tt["points"].push_back({b, r.skipped ? json(nullptr) : json(r.ttftMs)});
+      }
+      tpot.push_back(tp);
+      ttft.push_back(tt);
+    }
+    doc["results"] = results;
+    const std::string sub = settingsLine(w_, o_, std::to_string(o_.run.tokens) + " tokens, TPOT after " +
+                                                     std::to_string(o_.run.warmup) + " warm-up steps");
+    figure("budget", "tpot", {{"kind", "line"}, {"title", "Time per output token vs memory budget — " + w_.spec().label},
+                              {"subtitle", sub}, {"x", {{"label", "Memory budget"}, {"unit", "% of expert bytes"}}},
+                              {"y", {{"label", "Time per output token"}, {"unit", "ms"}, {"from_zero", true}}}, {"series", tpot}});
+    figure("budget", "ttft", {{"kind", "line"}, {"title", "Time to first token vs memory budget — " + w_.spec().label},
+                              {"subtitle", sub}, {"x", {{"label", "Memory budget"}, {"unit", "% of expert bytes"}}},
+                              {"y", {{"label", "Time to first token (prefill)"}, {"unit", "ms"}, {"from_zero", true}}},
+                              {"series", ttft}});
+  }
+
+  void batch(json& doc) {
+    json results = json::array(), series = json::array(), tpotSeries = json::array();
+    for (const BenchSystem& s : systems({"zipmoe", "zipmoe-noplan", "full-lru"})) {
+      json th = {{"name", s.name}, {"points", json::array()}}, tp = th;
+      for (int b : o_.batches) {
+        RunSettings run = o_.run;
+        run.batch = b;
+        const RunResult r = w_.run(s, bytesAt(o_.budget), run);
+        line(s.name.c_str(), r, "batch " + std::to_string(b));
+        json j = resultJson(s.name, r);
+        j["batch"] = b;
+        results.push_back(j);
+        th["points"].push_back({b, r.skipped ? json(nullptr) : json(r.throughput)});
+        tp["points"].push_back({b, r.skipped ? json(nullptr) : json(r.tpotMs)});
+      }
+      series.push_back(th);
+      tpotSeries.push_back(tp);
+    }
+    doc["results"] = results;
+    doc["budget_percent"] = o_.budget;
+    const std::string sub = settingsLine(w_, o_, "budget " + percentText(o_.budget) + " of expert bytes; " +
+                                                     std::to_string(o_.run.tokens) + " decode steps");
+    figure("batch", "throughput", {{"kind", "line"}, {"title", "Decode throughput vs batch size — " + w_.spec().label},
+                                   {"subtitle", sub}, {"x", {{"label", "Batch size"}, {"unit", "requests"}, {"log", true}, {"log_base", 2}}},
+                                   {"y", {{"label", "Throughput"}, {"unit", "tokens/s"}, {"from_zero", true}}}, {"series", series}});
+    figure("batch", "step", {{"kind", "line"}, {"title", "Decode step time vs batch size — " + w_.spec().label},
+                             {"subtitle", sub}, {"x", {{"label", "Batch size"}, {"unit", "requests"}, {"log", true}, {"log_base", 2}}},
+                             {"y", {{"label", "Time per decode step"}, {"unit", "ms"}, {"from_zero", true}}}, {"series", tpotSeries}});
+  }
+
+  void length(json& doc) {
+    json results = json::array(), series = json::array();
+    const int longest = *std::max_element(o_.lengths.begin(), o_.lengths.end());
+    for (const BenchSystem& s : systems({"zipmoe", "full-lru"})) {
+      RunSettings run = o_.run;
+      run.tokens = longest;
+      run.warmup = std::min(run.warmup, longest - 1);
+      const RunResult r = w_.run(s, bytesAt(o_.budget), run);
+      line(s.name.c_str(), r, std::to_string(longest) + " tokens");
+      json j = resultJson(s.name, r);
+      json sr = {{"name", s.name}, {"points", json::array()}, {"band", json::array()}};
+      if (!r.skipped) {
+        json perLength = json::array();
+        for (int n : o_.lengths) {
+          std::vector<double> at;
+          for (const auto& request : r.latencyMs)
+            if (static_cast<int>(request.size()) >= n) at.push_back(request[static_cast<size_t>(n - 1)]);
+          double mean = 0;
+          for (double x : at) mean += x / static_cast<double>(at.size());
+          const double p10 = percentile(at, 0.1), p90 = percentile(at, 0.9);
+          perLength.push_back({{"tokens", n}, {"mean_ms", mean}, {"p10_ms", p10}, {"p90_ms", p90}, {"requests", at.size()}});
+          sr["points"].push_back({n, mean / 1e3});
+          sr["band"].push_back({n, p10 / 1e3, p90 / 1e3});
+          std::printf("    %-22s %4d tokens: mean %8.2f s  p10 %8.2f s  p90 %8.2f s\n", s.name.c_str(), n, mean / 1e3, p10 / 1e3, p90 / 1e3);
+        }
+        j["latency"] = perLength;
+      }
+      results.push_back(j);
+      series.push_back(sr);
+    }
+    doc["results"] = results;
+    doc["budget_percent"] = o_.budget;
+    figure("length", "latency",
+           {{"kind", "line"}, {"title", "End-to-end latency vs output length — " + w_.spec().label},
+            {"subtitle", settingsLine(w_, o_, "budget " + percentText(o_.budget) + "; mean over " +
+                                                  std::to_string(o_.run.prompts.size()) + " requests, band 10th–90th percentile")},
+            {"x", {{"label", "Output length"}, {"unit", "tokens"}, {"log", true}, {"log_base", 2}}},
+            {"y", {{"label", "End-to-end latency"}, {"unit", "s"}, {"from_zero", true}}},
+            {"legend", "top-left"}, {"series", series}});
+  }
+
+  void ablation(json& doc) {
+    json results = json::array(), categories = json::array(), tpot = json::array(), miss = json::array();
+    for (const BenchSystem& s : systems({"zipmoe", "zipmoe-lru", "zipmoe-fifo", "zipmoe-marking", "zipmoe-noplan", "zipmoe:F",
+                                          "zipmoe:FS", "full-lru"})) {
+      const RunResult r = w_.run(s, bytesAt(o_.budget), o_.run);
+      line(s.name.c_str(), r, percentText(o_.budget));
+      results.push_back(resultJson(s.name, r));
+      categories.push_back(s.name);
+      tpot.push_back(r.skipped ? json(nullptr) : json(r.tpotMs));
+      miss.push_back(r.skipped ? json(nullptr) : json(r.missPercent));
+    }
+    doc["results"] = results;
+    doc["budget_percent"] = o_.budget;
+    const std::string sub = settingsLine(w_, o_, "budget " + percentText(o_.budget) + "; zipmoe = least-frequent eviction, "
+                                                     "planned F+C+S+E; zipmoe:F / :FS = only those pools");
+    figure("ablation", "tpot", {{"kind", "bar"}, {"title", "Cache policies, planning and pools: TPOT — " + w_.spec().label},
+                                {"subtitle", sub}, {"y", {{"label", "Time per output token"}, {"unit", "ms"}, {"from_zero", true}}},
+                                {"categories", categories}, {"series", json::array({{{"name", "TPOT"}, {"values", tpot}}})},
+                                {"legend", "none"}});
+    figure("ablation", "miss", {{"kind", "bar"}, {"title", "Cache policies, planning and pools: miss rate — " + w_.spec().label},
+                                {"subtitle", sub}, {"y", {{"label", "Expert activations missing every pool"}, {"unit", "%"}, {"from_zero", true}}},
+                                {"categories", categories}, {"series", json::array({{{"name", "miss rate"}, {"values", miss}}})},
+                                {"legend", "none"}});
+  }
+
+  void scheduler(json& doc) {
+    json results = json::array(), series = json::array();
+    for (const BenchSystem& s : systems({"zipmoe", "zipmoe-fifo-schedule"})) {
+      RunSettings run = o_.run;
+      run.recordLayers = true;
+      const RunResult r = w_.run(s, bytesAt(o_.budget), run);
+      line(s.name.c_str(), r, percentText(o_.budget));
+      json j = resultJson(s.name, r);
+      std::vector<double> ratios = r.layerRatios;
+      std::sort(ratios.begin(), ratios.end());
+      json sr = {{"name", s.name == "zipmoe" ? "Algorithm 1 (zipmoe)" : "FIFO order (" + s.name + ")"}, {"points", json::array()}};
+      for (size_t i = 0; i < ratios.size(); ++i)
+        sr["points"].push_back({100.0 * static_cast<double>(i + 1) / static_cast<double>(ratios.size()), ratios[i]});
+      j["layers"] = ratios.size();
+      j["ratio_mean"] = ratios.empty() ? 0.0 : std::accumulate(ratios.begin(), ratios.end(), 0.0) / static_cast<double>(ratios.size());
+      j["ratio_median"] = percentile(ratios, 0.5);
+      j["ratio_p90"] = percentile(ratios, 0.9);
+      j["ratio_max"] = ratios.empty() ? 0.0 : ratios.back();
+      std::printf("    %-22s %zu layers: makespan / lower bound mean %.3f, median %.3f, p90 %.3f, max %.3f\n", s.name.c_str(),
+                  ratios.size(), j["ratio_mean"].get<double>(), j["ratio_median"].get<double>(), j["ratio_p90"].get<double>(),
+                  j["ratio_max"].get<double>());
+      results.push_back(j);
+      series.push_back(sr);
+    }
+    doc["results"] = results;
+    doc["budget_percent"] = o_.budget;
+    figure("scheduler", "ratio",
+           {{"kind", "line"}, {"title", "Measured layer makespan over its lower bound (Lemma B.3) — " + w_.spec().label},
+            {"subtitle", settingsLine(w_, o_, "budget " + percentText(o_.budget) + "; every MoE layer after the warm-up, sorted")},
+            {"x", {{"label", "Layers at or below"}, {"unit", "%"}}},
+            {"y", {{"label", "Makespan / lower bound"}, {"unit", "ratio"}}},
+            {"reference_lines", json::array({{{"y", 1.0}, {"label", "lower bound"}}})},
+            {"legend", "top-left"}, {"series", series}});
+  }
+
+  void threads(json& doc) {
+    json results = json::array(), zip = {{"name", "zipmoe"}, {"points", json::array()}};
+    for (int l : o_.workers) {
+      const BenchSystem s = parseBenchSystem("zipmoe-workers:" + std::to_string(l), base_, w_.spec().hf);
+      const RunResult r = w_.run(s, bytesAt(o_.budget), o_.run);
+      line(s.name.c_str(), r, percentText(o_.budget));
+      json j = resultJson(s.name, r);
+      j["workers"] = l;
+      results.push_back(j);
+      zip["points"].push_back({l, r.skipped ? json(nullptr) : json(r.tpotMs)});
+    }
+    json refs = json::array();
+    const RunResult baseline = w_.run(parseBenchSystem("full-lru", base_, w_.spec().hf), bytesAt(o_.budget), o_.run);
+    line("full-lru", baseline, percentText(o_.budget));
+    results.push_back(resultJson("full-lru", baseline));
+    if (!baseline.skipped) refs.push_back({{"y", baseline.tpotMs}, {"label", "full-tensor LRU"}});
+    doc["results"] = results;
+    doc["budget_percent"] = o_.budget;
+    doc["cores"] = sysconf(_SC_NPROCESSORS_ONLN);
+    figure("threads", "tpot", {{"kind", "line"}, {"title", "TPOT vs decompression workers L — " + w_.spec().label},
+                               {"subtitle", settingsLine(w_, o_, "budget " + percentText(o_.budget) + "; " +
+                                                                     std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " cores")},
+                               {"x", {{"label", "Decompression workers L"}, {"unit", "threads"}, {"log", true}, {"log_base", 2}}},
+                               {"y", {{"label", "Time per output token"}, {"unit", "ms"}, {"from_zero", true}}},
+                               {"reference_lines", refs}, {"series", json::array({zip})}});
+  }
+
+  BenchWorkload& w_;
+  SuiteOptions o_;
+  RuntimeOptions base_;
+  json figures_;
+};
+
+// zipmoe-plot beside this executable (installed), or in the build tree's app/plot/.
+std::filesystem::path findPlotter() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    for (const auto& candidate : {self.parent_path() / "zipmoe-plot", self.parent_path() / "plot" / "zipmoe-plot"})
+      if (std::filesystem::exists(candidate)) return candidate;
+  return {};
+}
+
+std::string shellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::vector<int> intList(const std::string& option, const std::string& text, int lo, int hi) {
+  std::vector<int> out;
+  for (const auto& item : splitList(text)) {
+    const long long n = parseInteger(option, item);
+    if (n < lo || n > hi) throw Error("option " + option + ": " + item + " is not in " + std::to_string(lo) + ".." + std::to_string(hi));
+    out.push_back(static_cast<int>(n));
+  }
+  if (out.empty()) throw Error("option " + option + " needs at least one value");
+  return out;
+}
+
+}  // namespace
+
+int runBenchSuite(const Args& arguments) {
+  Args args = arguments;
+  const std::string usage =
+      "zipmoe bench suite (budget|batch|length|ablation|scheduler|threads|all) [--workload qwen|deepseek|demo]\n"
+      "  [--hf DIR --store DIR [--trace-file TSV] --label NAME] [--workdir DIR] [--layers N] [--out DIR]\n"
+      "  [--budgets 5,10,25,50,75] [--budget PCT] [--systems a,b] [--batches 1,4,16] [--lengths 32,...,512]\n"
+      "  [--workers-list 1,2,4] [--prompts 0,1] [--prompt-tokens N] [--tokens N] [--warmup N] [--threads N]\n"
+      "  [--buffered] [--no-plot]";
+  if (args.empty()) throw Error("usage: " + usage);
+  const std::string suite = args.front();
+  args.erase(args.begin());
+  std::string v, workload = "qwen", workdir = "out/bench", hf, store, trace, label;
+  int layers = 0;
+  SuiteOptions o;
+  takeOption(args, "--workload", workload);
+  takeOption(args, "--workdir", workdir);
+  takeOption(args, "--hf", hf);
+  takeOption(args, "--store", store);
+  takeOption(args, "--trace-file", trace);
+  takeOption(args, "--label", label);
+  if (takeOption(args, "--out", v)) o.out = v;
+  if (takeOption(args, "--layers", v)) layers = intList("--layers", v, 2, 64).front();
+  if (takeOption(args, "--budgets", v)) {
+    o.budgets.clear();
+    for (const auto& b : splitList(v)) {
+      const double x = parseNumber("--budgets", b);
+      if (!(x > 0 && x <= 1000)) throw Error("option --budgets: " + b + " is not a percentage in (0, 1000]");
+      o.budgets.push_back(x);
+    }
+  }
+  if (takeOption(args, "--budget", v)) {
+    o.budget = parseNumber("--budget", v);
+    if (!(o.budget > 0 && o.budget <= 1000)) throw Error("option --budget: " + v + " is not a percentage in (0, 1000]");
+  }
+  if (takeOption(args, "--systems", v)) o.systems = splitList(v);
+  if (takeOption(args, "--batches", v)) o.batches = intList("--batches", v, 1, 1024);
+  if (takeOption(args, "--lengths", v)) o.lengths = intList("--lengths", v, 2, 1 << 20);
+  if (takeOption(args, "--workers-list", v)) o.workers = intList("--workers-list", v, 1, 256);
+  if (takeOption(args, "--prompts", v)) o.run.prompts = intList("--prompts", v, 0, 1 << 20);
+  if (takeOption(args, "--prompt-tokens", v)) o.run.promptTokens = intList("--prompt-tokens", v, 1, 1 << 16).front();
+  if (takeOption(args, "--tokens", v)) o.run.tokens = intList("--tokens", v, 2, 1 << 20).front();
+  if (takeOption(args, "--warmup", v)) o.run.warmup = intList("--warmup", v, 0, 1 << 20).front();
+  int threads = 0;
+  if (takeOption(args, "--threads", v)) threads = intList("--threads", v, 0, 4096).front();
+  const bool buffered = takeFlag(args, "--buffered");
+  o.plot = !takeFlag(args, "--no-plot");
+  expectPositionals(args, 0, usage);
+  if (o.run.warmup >= o.run.tokens) throw Error("option --warmup must be below --tokens");
+
+  WorkloadSpec spec;
+  spec.readMode = buffered ? ReadMode::Buffered : ReadMode::Direct;
+  spec.threads = threads;
+  const std::filesystem::path dir(workdir);
+  if (!hf.empty() || !store.empty()) {
+    if (hf.empty() || store.empty() || label.empty()) throw Error("--hf, --store and --label go together");
+    spec.hf = hf;
+    spec.store = store;
+    spec.traceFile = trace;
+    spec.label = label;
+  } else if (workload == "qwen") {
+    const int l = layers ? layers : 8;
+    spec.label = "qwen" + std::to_string(l);
+    spec.hf = dir / (spec.label + "-hf");
+    spec.store = dir / (spec.label + "-store");
+    spec.traceFile = trace.empty() ? "../shared/data/traces/qwen1.5-moe.tsv" : trace;
+    spec.generateFamily = "qwen2_moe";
+    spec.generatePreset = "qwen1.5-moe-a2.7b";
+    spec.generateLayers = l;
+  } else if (workload == "deepseek") {
+    const int l = layers ? layers : 5;  // its first layer is dense: l - 1 MoE layers
+    spec.label = "dsv2lite" + std::to_string(l);
+    spec.hf = dir / (spec.label + "-hf");
+    spec.store = dir / (spec.label + "-store");
+    spec.traceFile = trace.empty() ? "../shared/data/traces/deepseek-v2-lite.tsv" : trace;
+    spec.generateFamily = "deepseek_v2";
+    spec.generatePreset = "deepseek-v2-lite";
+    spec.generateLayers = l;
+  } else if (workload == "demo") {
+    spec.label = "demo";
+    spec.hf = "resources/demo-model";
+    spec.store = dir / "demo-store";
+    spec.traceFile = trace;
+  } else {
+    throw Error("unknown --workload '" + workload + "' (qwen, deepseek, demo; or --hf/--store/--label)");
+  }
+  if (!spec.traceFile.empty() && !std::filesystem::exists(spec.traceFile))
+    throw Error("trace file " + spec.traceFile.string() + " not found (the traces are in ../shared/data/traces)");
+  std::filesystem::create_directories(o.out);
+  std::filesystem::create_directories(dir);
+
+  auto w = BenchWorkload::open(spec);
+  if (w->tracePrompts() > 0)
+    for (int p : o.run.prompts)
+      if (p >= w->tracePrompts())
+        throw Error("option --prompts: " + std::to_string(p) + " is beyond the trace's " + std::to_string(w->tracePrompts()) + " prompts");
+  SuiteRunner runner(*w, o);
+  const std::vector<std::string> suites =
+      suite == "all" ? std::vector<std::string>{"budget", "batch", "length", "ablation", "scheduler", "threads"}
+                     : std::vector<std::string>{suite};
+  for (const auto& s : suites) runner.run(s);
+
+  if (o.plot) {
+    const auto plotter = findPlotter();
+    if (plotter.empty()) {
+      std::fprintf(stderr, "bench: zipmoe-plot not found next to this executable (it is built with Qt): figures left as JSON\n");
+    } else {
+      for (const auto& f : runner.figureFiles) {
+        auto png = f;
+        png.replace_extension(".png");
+        const std::string cmd = shellQuote(plotter.string()) + " " + shellQuote(f.string()) + " " + shellQuote(png.string());
+        if (std::system(cmd.c_str()) != 0) throw Error("zipmoe-plot failed on " + f.string());
+        std::printf("plotted %s\n", png.string().c_str());
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace zipmoe::cli
