@@ -32,6 +32,7 @@ cmake -S "$root" -B "$root/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZIPMO
   -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
 cmake --build "$root/build-asan" -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0" \
   run_ctest "[2] ASan/UBSan" --test-dir "$root/build-asan" --output-on-failure -j "$jobs" -LE no-sanitizer
 
 echo "== [3/5] expert-runtime tests under ThreadSanitizer"
