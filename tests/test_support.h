@@ -29,6 +29,14 @@ inline std::filesystem::path sharedDir() {
   return std::filesystem::exists(p / "data") ? p : std::filesystem::path();
 }
 
+// Where a test saves pictures and figures: $ZIPMOE_ARTIFACTS_DIR, else `fallback` (created).
+inline QString artifactsDir(const QString& fallback) {
+  const QString env = qEnvironmentVariable("ZIPMOE_ARTIFACTS_DIR");
+  const QString dir = env.isEmpty() ? fallback : env;
+  QDir().mkpath(dir);
+  return dir;
+}
+
 inline std::string readText(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;

@@ -149,7 +149,6 @@ void ChatController::openModel(const QString& pathOrUrl) {
     if (!request.decompressWorkers)
       request.decompressWorkers = database_->setting(QStringLiteral("workers:") + path, 0).toInt();
   }
-  openingPath_ = path;
   modelError_.clear();
   loadStage_ = tr("Opening %1…").arg(QFileInfo(path).fileName());
   loadProgress_ = -1;
@@ -171,7 +170,6 @@ void ChatController::onModelReady(const ModelInfo& info) {
   info_ = info;
   if (database_) {
     database_->setSetting(QStringLiteral("lastModel"), info.sourcePath);
-    database_->setSetting(QStringLiteral("budget:") + info.sourcePath, static_cast<qulonglong>(info.budgetBytes));
   }
   runtime_->refresh();
   lastPlanBudget_ = 0;
@@ -210,10 +208,7 @@ QVariantMap ChatController::modelInfo() const {
 void ChatController::setDecompressWorkers(int workers) {
   if (workers < 1 || workers == info_.decompressWorkers || info_.sourcePath.isEmpty()) return;
   if (database_) database_->setSetting(QStringLiteral("workers:") + info_.sourcePath, workers);
-  if (database_ && runtime_->active()) {
-    database_->setSetting(QStringLiteral("budget:") + info_.sourcePath, static_cast<qulonglong>(runtime_->budgetBytes()));
-    database_->setSetting(QStringLiteral("pools:") + info_.sourcePath, runtime_->poolMask());
-  }
+  savePlan();  // the budget and pools in use now, for the reopen
   // The runtime's thread count is fixed when it opens: reopen (the store and profile are reused).
   // Queued behind a streaming reply on the worker's thread, so the reply finishes first.
   info_.decompressWorkers = workers;
@@ -551,6 +546,13 @@ void ChatController::endStream() {
   Q_EMIT generatingChanged();
 }
 
+// Ends the streaming reply in the database and shows it as stored there.
+void ChatController::finishStream(MessageState state, const MessageStats& stats) {
+  database_->finishMessage(stream_.messageId, stream_.text, state, stats);
+  if (stream_.chatId == currentChatId_)
+    if (const auto stored = database_->message(stream_.messageId)) messages_->update(toRow(*stored));
+}
+
 void ChatController::onReplyFinished(qint64 requestId, const ReplyStats& stats) {
   if (requestId != stream_.requestId) return;
   flushToView();
@@ -563,18 +565,7 @@ void ChatController::onReplyFinished(qint64 requestId, const ReplyStats& stats) 
     s.generatedTokens = stats.generatedTokens;
     s.expertHitRate = stats.expertHitRate;
     s.stopReason = stats.stopReason;
-    database_->finishMessage(messageId, stream_.text, MessageState::Complete, s);
-    if (stream_.chatId == currentChatId_) {
-      MessageRow row = messages_->rows()[static_cast<size_t>(messages_->rowOf(messageId))];
-      row.content = stream_.text;
-      row.state = QStringLiteral("complete");
-      row.ttftMs = stats.ttftMs;
-      row.tokensPerSecond = stats.tokensPerSecond;
-      row.expertHitRate = stats.expertHitRate;
-      row.generatedTokens = stats.generatedTokens;
-      row.stopReason = stats.stopReason;
-      messages_->update(row);
-    }
+    finishStream(MessageState::Complete, s);
   } catch (const std::exception& e) {
     setError(QString::fromUtf8(e.what()));
   }
@@ -594,14 +585,7 @@ void ChatController::onReplyFailed(qint64 requestId, const QString& error) {
   try {
     MessageStats s;
     s.stopReason = error;
-    database_->finishMessage(messageId, stream_.text, MessageState::Error, s);
-    if (stream_.chatId == currentChatId_ && messages_->rowOf(messageId) >= 0) {
-      MessageRow row = messages_->rows()[static_cast<size_t>(messages_->rowOf(messageId))];
-      row.content = stream_.text;
-      row.state = QStringLiteral("error");
-      row.stopReason = error;
-      messages_->update(row);
-    }
+    finishStream(MessageState::Error, s);
   } catch (const std::exception& e) {
     setError(QString::fromUtf8(e.what()));
   }

@@ -33,6 +33,8 @@ namespace zipmoe::app {
 
 class ChatDatabase;
 class EngineWorker;
+struct MessageStats;
+enum class MessageState;
 class RuntimeHandle;
 
 struct ControllerOptions {
@@ -161,6 +163,7 @@ class ChatController : public QObject {
   qint64 ensureChat();
   void installTranslator(const QString& code);
   void savePlan();
+  void finishStream(MessageState state, const MessageStats& stats);
 
   ControllerOptions options_;
   std::shared_ptr<ChatDatabase> database_;
@@ -180,7 +183,6 @@ class ChatController : public QObject {
   double loadProgress_ = 0;
   QString modelError_;
   ModelInfo info_;
-  QString openingPath_;
   quint64 lastPlanBudget_ = 0;
   unsigned lastPlanPools_ = 0;
 

@@ -20,6 +20,7 @@
 #include <memory>
 #include <vector>
 
+#include "test_support.h"
 #include "chat_controller.h"
 #include "runtime_monitor.h"
 #include "timeline_model.h"
@@ -30,12 +31,7 @@ using namespace zipmoe::app;
 
 namespace {
 
-QString artifactsDir() {
-  const QString env = qEnvironmentVariable("ZIPMOE_ARTIFACTS_DIR");
-  const QString dir = env.isEmpty() ? QStringLiteral(ZIPMOE_DEFAULT_ARTIFACTS_DIR) : env;
-  QDir().mkpath(dir);
-  return dir;
-}
+QString artifactsDir() { return zipmoe::testing::artifactsDir(QStringLiteral(ZIPMOE_DEFAULT_ARTIFACTS_DIR)); }
 
 // Records the GUI thread's stalls: a 4 ms timer notes how late each of its ticks comes (the time
 // the thread spent on something else: event handling, polish, sync and render of a frame), and the

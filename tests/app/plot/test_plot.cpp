@@ -16,6 +16,7 @@
 #include <cmath>
 #include <random>
 
+#include "test_support.h"
 #include "chart_painter.h"
 #include "figure.h"
 
@@ -23,12 +24,7 @@ using namespace zipmoe::plot;
 
 namespace {
 
-QString artifactsDir() {
-  const QString env = qEnvironmentVariable("ZIPMOE_ARTIFACTS_DIR");
-  const QString dir = env.isEmpty() ? QStringLiteral(ZIPMOE_DEFAULT_ARTIFACTS_DIR) : env;
-  QDir().mkpath(dir);
-  return dir;
-}
+QString artifactsDir() { return zipmoe::testing::artifactsDir(QStringLiteral(ZIPMOE_DEFAULT_ARTIFACTS_DIR)); }
 
 QJsonObject json(const char* text) {
   QJsonParseError error{};
