@@ -93,6 +93,15 @@ class BenchWorkload {
   // Runs `system` at `budgetBytes`; a budget the runtime refuses gives a skipped result.
   RunResult run(const BenchSystem& system, uint64_t budgetBytes, const RunSettings& settings);
 
+  // Puts every system about to be compared on the same footing before the first is measured: reads
+  // once, in the workload's read mode, every file those systems read (the store's expert files for
+  // ZipMoE systems, the checkpoint's safetensors for full-tensor ones), then runs one short,
+  // unmeasured pass of the first system of each kind. Without it the first system measured in a
+  // process pays for what later ones find warm: the VM host's cache under O_DIRECT reads (here a
+  // first read ran at 0.74 GB/s and the same read again at 1.4 GB/s), the first touch of the dense
+  // weights, the allocator and the thread pools. Returns the seconds it took.
+  double warmUp(const std::vector<BenchSystem>& systems, uint64_t budgetBytes, const RunSettings& settings);
+
  private:
   BenchWorkload() = default;
   struct Impl;

@@ -45,6 +45,7 @@ struct SuiteOptions {
   std::vector<int> workers = {1, 2, 4};
   RunSettings run;
   bool plot = true;
+  bool warmUp = true;  // read the files and run one unmeasured pass before the first measurement
 };
 
 std::string percentText(double p) {
@@ -106,6 +107,11 @@ class SuiteRunner {
                 {"read_mode", w_.spec().readMode == ReadMode::Direct ? "direct" : "buffered"},
                 {"settings", {{"prompts", o_.run.prompts}, {"prompt_tokens", o_.run.promptTokens}, {"tokens", o_.run.tokens},
                               {"warmup", o_.run.warmup}}}};
+    doc["settings"]["warm_up"] = o_.warmUp;
+    if (o_.warmUp && !warmedUp_) {
+      w_.warmUp(systems({"zipmoe", "full-lru"}), bytesAt(o_.budget), o_.run);
+      warmedUp_ = true;
+    }
     figures_ = json::array();
     if (suite == "budget") budget(doc);
     else if (suite == "batch") batch(doc);
@@ -123,6 +129,7 @@ class SuiteRunner {
   std::vector<std::filesystem::path> figureFiles;
 
  private:
+  bool warmedUp_ = false;  // once per process: the suites after the first find it warm
   uint64_t bytesAt(double percent) const {
     return static_cast<uint64_t>(percent / 100.0 * static_cast<double>(w_.expertBytes()));
   }
@@ -381,7 +388,7 @@ int runBenchSuite(const Args& arguments) {
       "  [--hf DIR --store DIR [--trace-file TSV] --label NAME] [--workdir DIR] [--layers N] [--out DIR]\n"
       "  [--budgets 5,10,25,50,75] [--budget PCT] [--systems a,b] [--batches 1,4,16] [--lengths 32,...,512]\n"
       "  [--workers-list 1,2,4] [--prompts 0,1] [--prompt-tokens N] [--tokens N] [--warmup N] [--threads N]\n"
-      "  [--buffered] [--no-plot]";
+      "  [--buffered] [--no-plot] [--no-warm-up]";
   if (args.empty()) throw Error("usage: " + usage);
   const std::string suite = args.front();
   args.erase(args.begin());
@@ -395,6 +402,7 @@ int runBenchSuite(const Args& arguments) {
   takeOption(args, "--trace-file", trace);
   takeOption(args, "--label", label);
   if (takeOption(args, "--out", v)) o.out = v;
+  if (takeFlag(args, "--no-warm-up")) o.warmUp = false;
   if (takeOption(args, "--layers", v)) layers = intList("--layers", v, 2, 64).front();
   if (takeOption(args, "--budgets", v)) {
     o.budgets.clear();

@@ -21,6 +21,8 @@ int runTrainDemo(const Args& args);
 int runProfile(const Args& args);       // profile STORE: measure u, v, c, recovery, expert compute
 int runBenchRuntime(const Args& args);  // bench runtime: ZipMoE vs full-tensor offloading, TPOT per budget
 int runBenchSuite(const Args& args);    // bench suite NAME: the paper's evaluation, JSON + PNG figures
+int runBenchReport(const Args& args);   // bench report DIR: the suites' results as Markdown tables
+int runBenchCompare(const Args& args);  // bench compare DIR_A DIR_B: a rerun beside an earlier run
 
 // Small argument helpers shared by the commands.
 // Removes "--name VALUE" (or "--name=VALUE") from args and returns VALUE; throws when VALUE is missing.

@@ -75,6 +75,9 @@ constexpr const char* kUsage =
     "  bench runtime [OPTIONS]                ZipMoE vs full-tensor offloading: TPOT at several budgets\n"
     "  bench suite NAME [OPTIONS]             the paper's evaluation: budget, batch, length, ablation, scheduler,\n"
     "                                         threads or all; JSON and PNG figures (docs/BENCHMARKS.md)\n"
+    "  bench report DIR [--workload LABEL]    the suites' results in DIR as Markdown tables\n"
+    "  bench compare DIR_A DIR_B [--workload LABEL] [--tolerance PCT] [--all]\n"
+    "                                         a rerun beside an earlier run: change of every figure\n"
     "  profile STORE [--buffered] [--out F]   measure this machine's I/O, decompression and compute costs\n"
     "  info                                   build and CPU facts\n"
     "  generate MODEL --prompt TEXT [OPTIONS] generate a reply (chat template applied unless --raw)\n"
@@ -101,12 +104,14 @@ int dispatch(const std::string& command, Args args) {
   if (command == "train-demo") return runTrainDemo(args);
   if (command == "profile") return runProfile(args);
   if (command == "bench") {
-    if (args.empty() || (args[0] != "codec" && args[0] != "runtime" && args[0] != "suite"))
-      throw Error("usage: zipmoe bench codec STORE | zipmoe bench runtime [OPTIONS] | zipmoe bench suite NAME [OPTIONS]");
-    const std::string which = args[0];
-    args.erase(args.begin());
+    const std::string which = args.empty() ? "" : args[0];
+    if (!args.empty()) args.erase(args.begin());
     if (which == "suite") return runBenchSuite(args);
-    return which == "codec" ? runBenchCodec(args) : runBenchRuntime(args);
+    if (which == "report") return runBenchReport(args);
+    if (which == "compare") return runBenchCompare(args);
+    if (which == "codec") return runBenchCodec(args);
+    if (which == "runtime") return runBenchRuntime(args);
+    throw Error("usage: zipmoe bench codec STORE | runtime [OPTIONS] | suite NAME [OPTIONS] | report DIR | compare DIR_A DIR_B");
   }
   if (command == "help" || command == "--help" || command == "-h") {
     std::fputs(kUsage, stdout);

@@ -35,8 +35,85 @@ QString path(const std::filesystem::path& p) { return QString::fromStdString(p.s
 
 }  // namespace
 
+QJsonObject readJsonFile(const std::filesystem::path& p) {
+  QFile f(path(p));
+  return f.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(f.readAll()).object() : QJsonObject();
+}
+void writeJsonFile(const std::filesystem::path& p, const QJsonObject& doc) {
+  QFile f(path(p));
+  if (f.open(QIODevice::WriteOnly | QIODevice::Truncate)) f.write(QJsonDocument(doc).toJson());
+}
+// The suite file with `system`'s `field` set to `value` (removed when value is undefined).
+QJsonObject withField(QJsonObject doc, const QString& system, const QString& field, const QJsonValue& value) {
+  QJsonArray results = doc["results"].toArray();
+  for (qsizetype i = 0; i < results.size(); ++i) {
+    QJsonObject r = results[i].toObject();
+    if (r["system"].toString() != system) continue;
+    if (value.isUndefined()) r.remove(field);
+    else r[field] = value;
+    results[i] = r;
+  }
+  doc["results"] = results;
+  return doc;
+}
+
 class TestCli : public QObject {
   Q_OBJECT
+
+  // `bench report` prints every suite as a Markdown table; `bench compare` sets two runs side by
+  // side: a run against itself changes nothing, a changed figure is found and named, and files that
+  // are not suite results are refused with their name.
+  void checkReportAndCompare(const std::filesystem::path& suites) {
+    Run r = runCli({"bench", "report", path(suites), "--workload", "tiny"});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    for (const char* s : {"**Responsiveness vs budget**", "**Throughput vs batch size**", "**End-to-end latency vs output length**",
+                          "**Cache-policy ablation**", "**Scheduler quality**", "**Threads**", "| zipmoe |", "| full-lru |",
+                          "| zipmoe-fifo-schedule |", "| zipmoe-workers:2 |", "|---|"})
+      QVERIFY2(r.out.contains(s), s);
+
+    r = runCli({"bench", "compare", path(suites), path(suites)});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    for (const char* s : {"budget-tiny", "batch-tiny", "length-tiny", "ablation-tiny", "scheduler-tiny", "threads-tiny"})
+      QVERIFY2(r.out.contains(s), s);
+    QVERIFY2(!r.out.contains(QRegularExpression("max \\|Δ\\| +[1-9]")), qPrintable(r.out));
+    const auto total = QRegularExpression("(\\d+) of (\\d+) timing figures within ±20 %").match(r.out);
+    QVERIFY2(total.hasMatch() && total.captured(1) == total.captured(2) && total.captured(1).toInt() > 0, qPrintable(r.out));
+
+    // Zipmoe fastest in the first run, slowest in the second: the changed figure and the changed winner are named.
+    TempDir tmp;
+    std::filesystem::create_directories(tmp / "a");
+    std::filesystem::create_directories(tmp / "b");
+    const QJsonObject ablation = readJsonFile(suites / "ablation-tiny.json");
+    writeJsonFile(tmp / "a" / "ablation-tiny.json", withField(ablation, "zipmoe", "tpot_ms", 0.001));
+    writeJsonFile(tmp / "b" / "ablation-tiny.json", withField(ablation, "zipmoe", "tpot_ms", 1e6));
+    r = runCli({"bench", "compare", path(tmp / "a"), path(tmp / "b"), "--all"});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("(zipmoe: 0.001 → 1e+06)"), qPrintable(r.out));
+    QVERIFY2(r.out.contains("same at 0 of 1 point (zipmoe → "), qPrintable(r.out));
+    QVERIFY2(!r.out.contains("budget-tiny"), "only the suites in both directories");
+
+    // Bad input: each refusal names what is wrong and where.
+    writeJsonFile(tmp / "b" / "ablation-tiny.json", withField(ablation, "zipmoe", "tpot_ms", QJsonValue::Undefined));
+    r = runCli({"bench", "compare", path(tmp / "a"), path(tmp / "b")});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("ablation-tiny.json") && r.err.contains("'zipmoe' has no number 'tpot_ms'"), qPrintable(r.err));
+    {
+      std::ofstream broken(tmp / "b" / "batch-tiny.json");
+      broken << "{\"suite\": \"batch\", \"results\": [";
+    }
+    r = runCli({"bench", "report", path(tmp / "b")});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("batch-tiny.json: not valid JSON"), qPrintable(r.err));
+    r = runCli({"bench", "report", path(suites), "--workload", "qwen8"});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("no suite results") && r.err.contains("'qwen8'"), qPrintable(r.err));
+    r = runCli({"bench", "compare", path(tmp / "a"), path(tmp / "nope")});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("nope is not a directory"), qPrintable(r.err));
+    r = runCli({"bench", "compare", path(suites), path(suites), "--tolerance", "-3"});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("--tolerance"), qPrintable(r.err));
+  }
 
  private Q_SLOTS:
   void fullPipeline() {
@@ -194,6 +271,8 @@ class TestCli : public QObject {
       }
     }
     QVERIFY2(r.out.contains("makespan / lower bound"), qPrintable(r.out));
+    QCOMPARE(r.err.count("bench: warm-up: read 2 files"), 1);  // once per process: the store's experts and the checkpoint
+    checkReportAndCompare(tmp / "suites");
     r = runCli(QStringList{"bench", "suite", "speed"} + suite);
     QCOMPARE(r.exitCode, 1);
     QVERIFY2(r.err.contains("unknown suite 'speed'"), qPrintable(r.err));
