@@ -26,7 +26,7 @@ int runBenchRuntime(const Args& arguments) {
   const std::string usage =
       "zipmoe bench runtime [--workdir DIR] [--hf HF_DIR --store STORE] [--layers N] [--budgets 10,25,50]\n"
       "  [--systems zipmoe,full-lru] [--trace-file TSV] [--trace-prompts 0,1] [--prompt-tokens N] [--tokens N]\n"
-      "  [--warmup N] [--workers L] [--threads N] [--pools FCSE] [--buffered] [--json OUT]";
+      "  [--warmup N] [--workers L] [--threads N] [--pools FCSE] [--buffered] [--no-warm-up] [--json OUT]";
   std::string v, workdir = "out/bench", hfArg, storeArg, json;
   int layers = 8, promptTokens = 16, tokens = 24, warmup = 4, threads = 0, workers = 0;
   std::vector<double> budgets = {10, 25, 50};
@@ -69,6 +69,7 @@ int runBenchRuntime(const Args& arguments) {
   }
   if (takeOption(args, "--pools", v)) pools = parsePools(v);
   const ReadMode mode = takeFlag(args, "--buffered") ? ReadMode::Buffered : ReadMode::Direct;
+  const bool warmUp = !takeFlag(args, "--no-warm-up");
   expectPositionals(args, 0, usage);
   if (!std::filesystem::exists(traceFile))
     throw Error("trace file " + traceFile.string() + " not found (give --trace-file ../shared/data/traces/qwen1.5-moe.tsv)");
@@ -107,6 +108,9 @@ int runBenchRuntime(const Args& arguments) {
   settings.promptTokens = promptTokens;
   settings.tokens = tokens;
   settings.warmup = warmup;
+
+  if (warmUp && !budgets.empty() && !parsed.empty())
+    workload->warmUp(parsed, static_cast<uint64_t>(budgets.front() / 100.0 * static_cast<double>(expertBytes)), settings);
 
   nlohmann::json results = nlohmann::json::array();
   std::printf("%-22s %7s %10s %10s %8s %8s %8s %8s %8s %9s %10s %10s\n", "system", "budget", "TPOT ms", "TTFT ms", "F/C/S/E%",
