@@ -98,7 +98,6 @@ std::string general(double v) {
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
-std::string percentText(double v) { return general(v) + " %"; }
 
 // The systems of a suite in their first-seen order, and the points (budgets, batches) in order.
 std::vector<std::string> systemsOf(const json& results) {
@@ -252,7 +251,7 @@ SuiteShape shapeOf(const std::string& suite) {
       miss{"miss_percent", Change::Points}, mib{"mib_read_per_token", Change::Relative};
   if (suite == "budget") return {{tpot, ttft, miss, mib}, "budget_percent"};
   if (suite == "batch") return {{{"throughput_tokens_per_s", Change::Relative}, tpot, miss, mib}, "batch", "throughput_tokens_per_s"};
-  if (suite == "length") return {{miss, mib}, nullptr, "latency"};
+  if (suite == "length") return {{miss, mib}};  // latency and its fastest system per length: compareSuite
   if (suite == "ablation") return {{tpot, ttft, miss, mib}};
   if (suite == "scheduler") return {{{"ratio_mean", Change::Relative}, {"ratio_median", Change::Relative}, tpot}};
   return {{tpot, miss}};  // threads

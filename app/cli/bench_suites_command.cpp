@@ -48,12 +48,6 @@ struct SuiteOptions {
   bool warmUp = true;  // read the files and run one unmeasured pass before the first measurement
 };
 
-std::string percentText(double p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g %%", p);
-  return buf;
-}
-
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());

@@ -31,6 +31,8 @@ bool takeFlag(Args& args, const std::string& name);
 // Parses an integer option value; throws zipmoe::Error naming the option and the text.
 long long parseInteger(const std::string& option, const std::string& text);
 double parseNumber(const std::string& option, const std::string& text);
+// "25 %": a percentage as the benchmarks print it.
+std::string percentText(double percent);
 // Throws when unknown options remain or the positional count is wrong.
 void expectPositionals(const Args& args, size_t count, const std::string& usage);
 

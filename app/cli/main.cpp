@@ -53,6 +53,12 @@ double parseNumber(const std::string& option, const std::string& text) {
   return v;
 }
 
+std::string percentText(double percent) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g %%", percent);
+  return buf;
+}
+
 void expectPositionals(const Args& args, size_t count, const std::string& usage) {
   for (const auto& a : args)
     if (a.size() > 1 && a[0] == '-') throw Error("unknown option '" + a + "'\nusage: " + usage);
