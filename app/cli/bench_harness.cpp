@@ -371,13 +371,9 @@ uint64_t readThrough(const std::filesystem::path& path, ReadMode mode) {
 
 }  // namespace
 
-double BenchWorkload::warmUp(const std::vector<BenchSystem>& systems, uint64_t budgetBytes, const RunSettings& settings) {
-  const auto t0 = Clock::now();
-  const BenchSystem *zip = nullptr, *full = nullptr;
-  for (const auto& s : systems) {
-    const BenchSystem*& first = s.options.mode == OffloadMode::FullTensor ? full : zip;
-    if (!first) first = &s;
-  }
+std::vector<std::filesystem::path> BenchWorkload::filesRead(const std::vector<BenchSystem>& systems) const {
+  bool zip = false, full = false;
+  for (const auto& s : systems) (s.options.mode == OffloadMode::FullTensor ? full : zip) = true;
   std::vector<std::filesystem::path> files;
   const auto collect = [&files](const std::filesystem::path& dir, const std::string& prefix, const std::string& extension) {
     for (const auto& e : std::filesystem::directory_iterator(dir)) {
@@ -388,6 +384,23 @@ double BenchWorkload::warmUp(const std::vector<BenchSystem>& systems, uint64_t b
   if (zip) collect(spec_.store, "experts", ".bin");
   if (full) collect(spec_.hf, "", ".safetensors");
   std::sort(files.begin(), files.end());
+  return files;
+}
+
+uint64_t BenchWorkload::prime(const BenchSystem& system) {
+  uint64_t bytes = 0;
+  for (const auto& f : filesRead({system})) bytes += readThrough(f, spec_.readMode);
+  return bytes;
+}
+
+double BenchWorkload::warmUp(const std::vector<BenchSystem>& systems, uint64_t budgetBytes, const RunSettings& settings) {
+  const auto t0 = Clock::now();
+  const BenchSystem *zip = nullptr, *full = nullptr;
+  for (const auto& s : systems) {
+    const BenchSystem*& first = s.options.mode == OffloadMode::FullTensor ? full : zip;
+    if (!first) first = &s;
+  }
+  const std::vector<std::filesystem::path> files = filesRead(systems);
   uint64_t bytes = 0;
   for (const auto& f : files) bytes += readThrough(f, spec_.readMode);
   const double readSeconds = since(t0);

@@ -102,6 +102,14 @@ class BenchWorkload {
   // weights, the allocator and the thread pools. Returns the seconds it took.
   double warmUp(const std::vector<BenchSystem>& systems, uint64_t budgetBytes, const RunSettings& settings);
 
+  // Reads, in the workload's read mode, every file `system` will read, and returns the bytes read.
+  // Just before a measurement it leaves the same state behind whichever system ran before: the
+  // VM host's cache holds this system's files as recently as it can, not the previous system's.
+  uint64_t prime(const BenchSystem& system);
+
+  // The files `systems` read: the store's expert files (ZipMoE), the checkpoint's safetensors (full tensor).
+  std::vector<std::filesystem::path> filesRead(const std::vector<BenchSystem>& systems) const;
+
  private:
   BenchWorkload() = default;
   struct Impl;

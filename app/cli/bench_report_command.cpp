@@ -156,6 +156,8 @@ void sweepTable(const SuiteDoc& s, const char* pointField, const std::string& co
 
 void reportSuite(const SuiteDoc& s) {
   const json& results = s.doc["results"];
+  const json settings = s.doc.contains("settings") && s.doc["settings"].is_object() ? s.doc["settings"] : json::object();
+  const int repeat = settings.contains("repeat") && settings["repeat"].is_number_integer() ? std::max(1, settings["repeat"].get<int>()) : 1;
   const double budget = s.doc.value("budget_percent", 0.0);
   if (s.suite == "budget") {
     std::printf("**Responsiveness vs budget** (Fig. 7): TPOT / TTFT in ms, miss rate; `—` = below the minimum budget (the working set)\n\n");
@@ -169,7 +171,7 @@ void reportSuite(const SuiteDoc& s) {
       return fixed(field(s, r, "throughput_tokens_per_s"), 2) + " (" + fixed(field(s, r, "tpot_ms"), 0) + " ms" + ")";
     });
   } else if (s.suite == "length") {
-    const size_t requests = s.doc.contains("settings") ? s.doc["settings"].value("prompts", json::array()).size() : 0;
+    const size_t requests = (settings.contains("prompts") ? settings["prompts"].size() : 0) * static_cast<size_t>(repeat);
     std::printf("**End-to-end latency vs output length** (Fig. 9), budget %g %%, %zu requests: mean [10th–90th percentile], seconds\n\n",
                 budget, requests);
     std::vector<std::string> columns = {"system"};
@@ -218,6 +220,7 @@ void reportSuite(const SuiteDoc& s) {
       tableRow({systemOf(r), skipped(r) ? "—" : fixed(field(s, r, "tpot_ms"), 1),
                 skipped(r) ? "—" : fixed(field(s, r, "miss_percent"), 1)});
   }
+  if (repeat > 1) std::printf("\nEach timing: the median of %d measurements, the systems' order rotating between them.\n", repeat);
   std::printf("\n");
 }
 

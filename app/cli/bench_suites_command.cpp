@@ -15,9 +15,16 @@
 // ../shared/data/traces/qwen1.5-moe.tsv), deepseek (DeepSeek-V2-Lite shapes, deepseek-v2-lite.tsv),
 // demo (the demo model with its own router); or --hf/--store/--trace-file/--label for any other.
 // Generated checkpoints and stores are made once under --workdir.
+//
+// Fair order: a process's first measurement pays for cold caches (the VM host's, under O_DIRECT)
+// and first touches, so (1) a warm-up reads every file and runs one unmeasured pass per kind of
+// system, (2) each measurement is preceded by reading that system's own files (--no-prime skips),
+// and (3) the systems of a sweep are measured point by point, in an order that rotates with the
+// point and the round (--repeat N measures each N times and reports the median).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <numeric>
@@ -46,6 +53,18 @@ struct SuiteOptions {
   RunSettings run;
   bool plot = true;
   bool warmUp = true;  // read the files and run one unmeasured pass before the first measurement
+  bool prime = true;   // read a system's files again just before each of its measurements
+  int repeat = 1;      // measurements of every system at every point (their median is reported)
+};
+
+// One system's figures at one point: the median over its repeats, and every repeat as measured.
+struct Measured {
+  RunResult result;
+  struct Sample {
+    double tpotMs, ttftMs, throughput;
+    int position;  // where this system ran in that round's order (0 = first)
+  };
+  std::vector<Sample> samples;
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -65,7 +84,8 @@ std::string settingsLine(const BenchWorkload& w, const SuiteOptions& o, const st
   return buf;
 }
 
-json resultJson(const std::string& system, const RunResult& r) {
+json resultJson(const std::string& system, const Measured& m) {
+  const RunResult& r = m.result;
   json j = {{"system", system},
             {"budget_bytes", r.budgetBytes},
             {"skipped", r.skipped}};
@@ -83,7 +103,41 @@ json resultJson(const std::string& system, const RunResult& r) {
             {"makespan_over_lower_bound", r.makespanOverBound},
             {"pool_ratio", r.poolRatio},
             {"working_set_bytes", r.workingSetBytes}});
+  if (m.samples.size() > 1) {
+    j["samples"] = json::array();
+    for (const auto& x : m.samples)
+      j["samples"].push_back({{"tpot_ms", x.tpotMs}, {"ttft_ms", x.ttftMs}, {"throughput_tokens_per_s", x.throughput},
+                              {"position", x.position}});
+  }
   return j;
+}
+
+// The median of every timing over the repeats; what does not depend on timing (hits, bytes, pools)
+// from the repeat with the median TPOT; per-request latencies and per-layer ratios pooled.
+RunResult medianOf(const std::vector<RunResult>& runs) {
+  for (const auto& r : runs)
+    if (r.skipped) return r;
+  if (runs.size() == 1) return runs.front();
+  std::vector<size_t> byTpot(runs.size());
+  std::iota(byTpot.begin(), byTpot.end(), size_t{0});
+  std::sort(byTpot.begin(), byTpot.end(), [&runs](size_t a, size_t b) { return runs[a].tpotMs < runs[b].tpotMs; });
+  RunResult out = runs[byTpot[(runs.size() - 1) / 2]];
+  const auto median = [&runs](double RunResult::*field) {
+    std::vector<double> v;
+    for (const auto& r : runs) v.push_back(r.*field);
+    return percentile(v, 0.5);
+  };
+  for (double RunResult::*field : {&RunResult::tpotMs, &RunResult::ttftMs, &RunResult::throughput, &RunResult::layerMs,
+                                   &RunResult::makespanOverBound, &RunResult::stallSeconds, &RunResult::replanMeanMs,
+                                   &RunResult::replanMaxMs})
+    out.*field = median(field);
+  out.latencyMs.clear();
+  out.layerRatios.clear();
+  for (const auto& r : runs) {
+    out.latencyMs.insert(out.latencyMs.end(), r.latencyMs.begin(), r.latencyMs.end());
+    out.layerRatios.insert(out.layerRatios.end(), r.layerRatios.begin(), r.layerRatios.end());
+  }
+  return out;
 }
 
 class SuiteRunner {
@@ -102,6 +156,9 @@ class SuiteRunner {
                 {"settings", {{"prompts", o_.run.prompts}, {"prompt_tokens", o_.run.promptTokens}, {"tokens", o_.run.tokens},
                               {"warmup", o_.run.warmup}}}};
     doc["settings"]["warm_up"] = o_.warmUp;
+    doc["settings"]["prime"] = o_.prime;
+    doc["settings"]["repeat"] = o_.repeat;
+    doc["settings"]["order"] = "rotated";
     if (o_.warmUp && !warmedUp_) {
       w_.warmUp(systems({"zipmoe", "full-lru"}), bytesAt(o_.budget), o_.run);
       warmedUp_ = true;
@@ -118,12 +175,52 @@ class SuiteRunner {
     const auto path = o_.out / (suite + "-" + w_.spec().label + ".json");
     write(path, doc);
     std::printf("wrote %s\n", path.string().c_str());
+    if (o_.prime)
+      std::fprintf(stderr, "bench: %s: read %.2f GB in %.1f s to prime %d measurements\n", suite.c_str(),
+                   static_cast<double>(primedBytes_) / 1e9, primeSeconds_, primed_);
+    primedBytes_ = 0;
+    primeSeconds_ = 0;
+    primed_ = 0;
   }
 
   std::vector<std::filesystem::path> figureFiles;
 
  private:
   bool warmedUp_ = false;  // once per process: the suites after the first find it warm
+  uint64_t primedBytes_ = 0;
+  double primeSeconds_ = 0;
+  int primed_ = 0;
+
+  // Measures every system at one point (`point` counts the points of a sweep), --repeat times. The
+  // order rotates with the point and the round, so that no system always runs first or after the
+  // same neighbour; with priming, each measurement starts right after its own files were read.
+  std::vector<Measured> measure(const std::vector<BenchSystem>& systems, size_t point, uint64_t budgetBytes,
+                                const RunSettings& run, const std::string& at) {
+    const size_t n = systems.size();
+    std::vector<std::vector<RunResult>> runs(n);
+    std::vector<Measured> out(n);
+    for (int round = 0; round < o_.repeat; ++round) {
+      const size_t first = (point + static_cast<size_t>(round)) % n;
+      for (size_t k = 0; k < n; ++k) {
+        const size_t i = (first + k) % n;
+        if (o_.prime) {
+          const auto t0 = std::chrono::steady_clock::now();
+          primedBytes_ += w_.prime(systems[i]);
+          primeSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          ++primed_;
+        }
+        RunResult r = w_.run(systems[i], budgetBytes, run);
+        line(systems[i].name.c_str(), r, o_.repeat > 1 ? at + " #" + std::to_string(round + 1) : at);
+        out[i].samples.push_back({r.tpotMs, r.ttftMs, r.throughput, static_cast<int>(k)});
+        runs[i].push_back(std::move(r));
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      out[i].result = medianOf(runs[i]);
+      if (o_.repeat > 1) line(systems[i].name.c_str(), out[i].result, at + " median");
+    }
+    return out;
+  }
   uint64_t bytesAt(double percent) const {
     return static_cast<uint64_t>(percent / 100.0 * static_cast<double>(w_.expertBytes()));
   }
@@ -156,12 +253,17 @@ class SuiteRunner {
   void budget(json& doc) {
     json results = json::array();
     json tpot = json::array(), ttft = json::array();
-    for (const BenchSystem& s : systems({"zipmoe", "zipmoe-noplan", "full-lru"})) {
+    const auto compared = systems({"zipmoe", "zipmoe-noplan", "full-lru"});
+    std::vector<std::vector<Measured>> at;  // [budget][system]
+    for (size_t i = 0; i < o_.budgets.size(); ++i)
+      at.push_back(measure(compared, i, bytesAt(o_.budgets[i]), o_.run, percentText(o_.budgets[i])));
+    for (size_t k = 0; k < compared.size(); ++k) {
+      const BenchSystem& s = compared[k];
       json tp = {{"name", s.name}, {"points", json::array()}}, tt = tp;
-      for (double b : o_.budgets) {
-        const RunResult r = w_.run(s, bytesAt(b), o_.run);
-        line(s.name.c_str(), r, percentText(b));
-        json j = resultJson(s.name, r);
+      for (size_t i = 0; i < o_.budgets.size(); ++i) {
+        const double b = o_.budgets[i];
+        const RunResult& r = at[i][k].result;
+        json j = resultJson(s.name, at[i][k]);
         j["budget_percent"] = b;
         results.push_back(j);
         tp["points"].push_back({b, r.skipped ? json(nullptr) : json(r.tpotMs)});
@@ -184,14 +286,20 @@ class SuiteRunner {
 
   void batch(json& doc) {
     json results = json::array(), series = json::array(), tpotSeries = json::array();
-    for (const BenchSystem& s : systems({"zipmoe", "zipmoe-noplan", "full-lru"})) {
+    const auto compared = systems({"zipmoe", "zipmoe-noplan", "full-lru"});
+    std::vector<std::vector<Measured>> at;  // [batch][system]
+    for (size_t i = 0; i < o_.batches.size(); ++i) {
+      RunSettings run = o_.run;
+      run.batch = o_.batches[i];
+      at.push_back(measure(compared, i, bytesAt(o_.budget), run, "batch " + std::to_string(run.batch)));
+    }
+    for (size_t k = 0; k < compared.size(); ++k) {
+      const BenchSystem& s = compared[k];
       json th = {{"name", s.name}, {"points", json::array()}}, tp = th;
-      for (int b : o_.batches) {
-        RunSettings run = o_.run;
-        run.batch = b;
-        const RunResult r = w_.run(s, bytesAt(o_.budget), run);
-        line(s.name.c_str(), r, "batch " + std::to_string(b));
-        json j = resultJson(s.name, r);
+      for (size_t i = 0; i < o_.batches.size(); ++i) {
+        const int b = o_.batches[i];
+        const RunResult& r = at[i][k].result;
+        json j = resultJson(s.name, at[i][k]);
         j["batch"] = b;
         results.push_back(j);
         th["points"].push_back({b, r.skipped ? json(nullptr) : json(r.throughput)});
@@ -215,13 +323,15 @@ class SuiteRunner {
   void length(json& doc) {
     json results = json::array(), series = json::array();
     const int longest = *std::max_element(o_.lengths.begin(), o_.lengths.end());
-    for (const BenchSystem& s : systems({"zipmoe", "full-lru"})) {
-      RunSettings run = o_.run;
-      run.tokens = longest;
-      run.warmup = std::min(run.warmup, longest - 1);
-      const RunResult r = w_.run(s, bytesAt(o_.budget), run);
-      line(s.name.c_str(), r, std::to_string(longest) + " tokens");
-      json j = resultJson(s.name, r);
+    RunSettings run = o_.run;
+    run.tokens = longest;
+    run.warmup = std::min(run.warmup, longest - 1);
+    const auto compared = systems({"zipmoe", "full-lru"});
+    const auto measured = measure(compared, 0, bytesAt(o_.budget), run, std::to_string(longest) + " tokens");
+    for (size_t k = 0; k < compared.size(); ++k) {
+      const BenchSystem& s = compared[k];
+      const RunResult& r = measured[k].result;
+      json j = resultJson(s.name, measured[k]);
       json sr = {{"name", s.name}, {"points", json::array()}, {"band", json::array()}};
       if (!r.skipped) {
         json perLength = json::array();
@@ -247,7 +357,8 @@ class SuiteRunner {
     figure("length", "latency",
            {{"kind", "line"}, {"title", "End-to-end latency vs output length — " + w_.spec().label},
             {"subtitle", settingsLine(w_, o_, "budget " + percentText(o_.budget) + "; mean over " +
-                                                  std::to_string(o_.run.prompts.size()) + " requests, band 10th–90th percentile")},
+                                                  std::to_string(o_.run.prompts.size() * static_cast<size_t>(o_.repeat)) +
+                                                  " requests, band 10th–90th percentile")},
             {"x", {{"label", "Output length"}, {"unit", "tokens"}, {"log", true}, {"log_base", 2}}},
             {"y", {{"label", "End-to-end latency"}, {"unit", "s"}, {"from_zero", true}}},
             {"legend", "top-left"}, {"series", series}});
@@ -255,11 +366,13 @@ class SuiteRunner {
 
   void ablation(json& doc) {
     json results = json::array(), categories = json::array(), tpot = json::array(), miss = json::array();
-    for (const BenchSystem& s : systems({"zipmoe", "zipmoe-lru", "zipmoe-fifo", "zipmoe-marking", "zipmoe-noplan", "zipmoe:F",
-                                          "zipmoe:FS", "full-lru"})) {
-      const RunResult r = w_.run(s, bytesAt(o_.budget), o_.run);
-      line(s.name.c_str(), r, percentText(o_.budget));
-      results.push_back(resultJson(s.name, r));
+    const auto compared = systems({"zipmoe", "zipmoe-lru", "zipmoe-fifo", "zipmoe-marking", "zipmoe-noplan", "zipmoe:F",
+                                   "zipmoe:FS", "full-lru"});
+    const auto measured = measure(compared, 0, bytesAt(o_.budget), o_.run, percentText(o_.budget));
+    for (size_t k = 0; k < compared.size(); ++k) {
+      const BenchSystem& s = compared[k];
+      const RunResult& r = measured[k].result;
+      results.push_back(resultJson(s.name, measured[k]));
       categories.push_back(s.name);
       tpot.push_back(r.skipped ? json(nullptr) : json(r.tpotMs));
       miss.push_back(r.skipped ? json(nullptr) : json(r.missPercent));
@@ -280,12 +393,14 @@ class SuiteRunner {
 
   void scheduler(json& doc) {
     json results = json::array(), series = json::array();
-    for (const BenchSystem& s : systems({"zipmoe", "zipmoe-fifo-schedule"})) {
-      RunSettings run = o_.run;
-      run.recordLayers = true;
-      const RunResult r = w_.run(s, bytesAt(o_.budget), run);
-      line(s.name.c_str(), r, percentText(o_.budget));
-      json j = resultJson(s.name, r);
+    RunSettings run = o_.run;
+    run.recordLayers = true;
+    const auto compared = systems({"zipmoe", "zipmoe-fifo-schedule"});
+    const auto measured = measure(compared, 0, bytesAt(o_.budget), run, percentText(o_.budget));
+    for (size_t k = 0; k < compared.size(); ++k) {
+      const BenchSystem& s = compared[k];
+      const RunResult& r = measured[k].result;
+      json j = resultJson(s.name, measured[k]);
       std::vector<double> ratios = r.layerRatios;
       std::sort(ratios.begin(), ratios.end());
       json sr = {{"name", s.name == "zipmoe" ? "Algorithm 1 (zipmoe)" : "FIFO order (" + s.name + ")"}, {"points", json::array()}};
@@ -315,19 +430,20 @@ class SuiteRunner {
 
   void threads(json& doc) {
     json results = json::array(), zip = {{"name", "zipmoe"}, {"points", json::array()}};
-    for (int l : o_.workers) {
-      const BenchSystem s = parseBenchSystem("zipmoe-workers:" + std::to_string(l), base_, w_.spec().hf);
-      const RunResult r = w_.run(s, bytesAt(o_.budget), o_.run);
-      line(s.name.c_str(), r, percentText(o_.budget));
-      json j = resultJson(s.name, r);
-      j["workers"] = l;
+    std::vector<BenchSystem> compared;
+    for (int l : o_.workers) compared.push_back(parseBenchSystem("zipmoe-workers:" + std::to_string(l), base_, w_.spec().hf));
+    compared.push_back(parseBenchSystem("full-lru", base_, w_.spec().hf));
+    const auto measured = measure(compared, 0, bytesAt(o_.budget), o_.run, percentText(o_.budget));
+    for (size_t k = 0; k < o_.workers.size(); ++k) {
+      const RunResult& r = measured[k].result;
+      json j = resultJson(compared[k].name, measured[k]);
+      j["workers"] = o_.workers[k];
       results.push_back(j);
-      zip["points"].push_back({l, r.skipped ? json(nullptr) : json(r.tpotMs)});
+      zip["points"].push_back({o_.workers[k], r.skipped ? json(nullptr) : json(r.tpotMs)});
     }
     json refs = json::array();
-    const RunResult baseline = w_.run(parseBenchSystem("full-lru", base_, w_.spec().hf), bytesAt(o_.budget), o_.run);
-    line("full-lru", baseline, percentText(o_.budget));
-    results.push_back(resultJson("full-lru", baseline));
+    const RunResult& baseline = measured.back().result;
+    results.push_back(resultJson("full-lru", measured.back()));
     if (!baseline.skipped) refs.push_back({{"y", baseline.tpotMs}, {"label", "full-tensor LRU"}});
     doc["results"] = results;
     doc["budget_percent"] = o_.budget;
@@ -382,7 +498,7 @@ int runBenchSuite(const Args& arguments) {
       "  [--hf DIR --store DIR [--trace-file TSV] --label NAME] [--workdir DIR] [--layers N] [--out DIR]\n"
       "  [--budgets 5,10,25,50,75] [--budget PCT] [--systems a,b] [--batches 1,4,16] [--lengths 32,...,512]\n"
       "  [--workers-list 1,2,4] [--prompts 0,1] [--prompt-tokens N] [--tokens N] [--warmup N] [--threads N]\n"
-      "  [--buffered] [--no-plot] [--no-warm-up]";
+      "  [--buffered] [--no-plot] [--no-warm-up] [--no-prime] [--repeat N]";
   if (args.empty()) throw Error("usage: " + usage);
   const std::string suite = args.front();
   args.erase(args.begin());
@@ -397,6 +513,8 @@ int runBenchSuite(const Args& arguments) {
   takeOption(args, "--label", label);
   if (takeOption(args, "--out", v)) o.out = v;
   if (takeFlag(args, "--no-warm-up")) o.warmUp = false;
+  if (takeFlag(args, "--no-prime")) o.prime = false;
+  if (takeOption(args, "--repeat", v)) o.repeat = intList("--repeat", v, 1, 100).front();
   if (takeOption(args, "--layers", v)) layers = intList("--layers", v, 2, 64).front();
   if (takeOption(args, "--budgets", v)) {
     o.budgets.clear();

@@ -7,6 +7,7 @@
 #include <QProcess>
 #include <QtTest>
 
+#include <algorithm>
 #include <fstream>
 
 #include "test_support.h"
@@ -273,6 +274,42 @@ class TestCli : public QObject {
     QVERIFY2(r.out.contains("makespan / lower bound"), qPrintable(r.out));
     QCOMPARE(r.err.count("bench: warm-up: read 2 files"), 1);  // once per process: the store's experts and the checkpoint
     checkReportAndCompare(tmp / "suites");
+
+    // --repeat: every system measured three times at each point, in an order that rotates, so each
+    // system ran once first, once second and once last; the figure is the median of the three.
+    QStringList repeated = suite;
+    repeated[repeated.indexOf("--out") + 1] = path(tmp / "repeated");
+    r = runCli(QStringList{"bench", "suite", "budget", "--repeat", "3"} + repeated);
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+    QVERIFY2(r.err.contains("to prime 18 measurements"), qPrintable(r.err));  // 2 budgets × 3 systems × 3 rounds
+    QVERIFY2(r.out.contains("250 % #3") && r.out.contains("400 % median"), qPrintable(r.out));
+    {
+      QFile f(path(tmp / "repeated" / "budget-tiny.json"));
+      QVERIFY(f.open(QIODevice::ReadOnly));
+      const QJsonObject doc = QJsonDocument::fromJson(f.readAll()).object();
+      QCOMPARE(doc["settings"].toObject()["repeat"].toInt(), 3);
+      const QJsonArray results = doc["results"].toArray();
+      QCOMPARE(results.size(), 6);
+      for (const auto v : results) {
+        const QJsonObject res = v.toObject();
+        const QJsonArray samples = res["samples"].toArray();
+        QCOMPARE(samples.size(), 3);
+        std::vector<double> tpot;
+        int positions = 0;
+        for (const auto x : samples) {
+          tpot.push_back(x.toObject()["tpot_ms"].toDouble());
+          positions |= 1 << x.toObject()["position"].toInt();
+        }
+        QCOMPARE(positions, 0b111);
+        std::sort(tpot.begin(), tpot.end());
+        QCOMPARE(res["tpot_ms"].toDouble(), tpot[1]);
+      }
+    }
+    r = runCli({"bench", "report", path(tmp / "repeated")});
+    QVERIFY2(r.exitCode == 0 && r.out.contains("the median of 3 measurements"), qPrintable(r.err + r.out));
+    r = runCli(QStringList{"bench", "suite", "budget", "--repeat", "0"} + repeated);
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("--repeat") && r.err.contains("1..100"), qPrintable(r.err));
     r = runCli(QStringList{"bench", "suite", "speed"} + suite);
     QCOMPARE(r.exitCode, 1);
     QVERIFY2(r.err.contains("unknown suite 'speed'"), qPrintable(r.err));
