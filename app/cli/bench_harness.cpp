@@ -405,10 +405,7 @@ double BenchWorkload::warmUp(const std::vector<BenchSystem>& systems, uint64_t b
   for (const auto& f : files) bytes += readThrough(f, spec_.readMode);
   const double readSeconds = since(t0);
 
-  RunSettings pass = settings;
-  pass.prompts = {settings.prompts.front()};
-  pass.batch = 1;
-  pass.tokens = std::min(settings.tokens, settings.warmup + 2);
+  RunSettings pass = settings;  // full length: a pass of a few tokens left the next run still slow
   pass.recordLayers = false;
   pass.measureReplan = false;
   for (const BenchSystem* s : {zip, full})

@@ -95,11 +95,13 @@ class BenchWorkload {
 
   // Puts every system about to be compared on the same footing before the first is measured: reads
   // once, in the workload's read mode, every file those systems read (the store's expert files for
-  // ZipMoE systems, the checkpoint's safetensors for full-tensor ones), then runs one short,
-  // unmeasured pass of the first system of each kind. Without it the first system measured in a
-  // process pays for what later ones find warm: the VM host's cache under O_DIRECT reads (here a
-  // first read ran at 0.74 GB/s and the same read again at 1.4 GB/s), the first touch of the dense
-  // weights, the allocator and the thread pools. Returns the seconds it took.
+  // ZipMoE systems, the checkpoint's safetensors for full-tensor ones), then runs the first system
+  // of each kind once, unmeasured, with the same settings as the measurements. Without it the first
+  // system measured in a process pays for what later ones find warm: the VM host's cache under
+  // O_DIRECT reads (here a first read ran at 0.74 GB/s and the same read again at 1.4 GB/s), the
+  // first touch of the dense weights, the allocator and the thread pools. A shorter pass (6 tokens
+  // of one prompt) was not enough: the first measurement after it still read up to 1.9× slow in
+  // some suites, the later ones not. Returns the seconds it took.
   double warmUp(const std::vector<BenchSystem>& systems, uint64_t budgetBytes, const RunSettings& settings);
 
   // Reads, in the workload's read mode, every file `system` will read, and returns the bytes read.
