@@ -2,11 +2,17 @@
 // first start, converted to a store in the user's data directory), keeps chats in SQLite, and shows
 // the expert runtime live (memory budget, schedule). Scripted modes for tests and packaging checks:
 // --smoke-test exits 0 once the model is ready (1 if it fails); --send TEXT sends a message once
-// the model is ready; --quit-after-reply exits when that reply ends.
+// the model is ready; --quit-after-reply exits when that reply ends. Every option is checked before
+// the window opens: a --model that is missing or is neither an HF MoE directory nor a store is an
+// error (exit 1), never a silent fallback to the demo model.
 #include <QCommandLineParser>
 #include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <QGuiApplication>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QJsonParseError>
 #include <QQmlApplicationEngine>
 #include <QQuickStyle>
 #include <QStandardPaths>
@@ -18,6 +24,7 @@
 
 #include "chat_controller.h"
 #include "chat_database.h"
+#include "zipmoe/model_family.h"
 
 Q_IMPORT_QML_PLUGIN(ZipMoE_ChatPlugin)
 
@@ -28,6 +35,61 @@ QString demoModelDir() {
   const QString installed = QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("../share/zipmoe/demo-model"));
   if (QFileInfo::exists(installed + QStringLiteral("/config.json"))) return QDir::cleanPath(installed);
   return QStringLiteral(ZIPMOE_DEMO_MODEL_DIR);
+}
+
+// Why `dir` cannot be opened as a model, or an empty string. Cheap checks of the files only (no
+// model is loaded): a ZipMoE store has manifest.json; an HF MoE directory has config.json naming a
+// supported family and its *.safetensors weights.
+QString modelDirProblem(const QString& dir) {
+  const QFileInfo info(dir);
+  if (!info.exists()) return QStringLiteral("--model %1: not found").arg(dir);
+  if (!info.isDir()) return QStringLiteral("--model %1: not a directory (give an HF model directory or a ZipMoE store)").arg(dir);
+  const QDir d(dir);
+  if (d.exists(QStringLiteral("manifest.json"))) return {};
+  if (!d.exists(QStringLiteral("config.json")))
+    return QStringLiteral("--model %1: not an HF MoE directory (no config.json) nor a ZipMoE store (no manifest.json)").arg(dir);
+  if (d.entryList({QStringLiteral("*.safetensors")}, QDir::Files).isEmpty())
+    return QStringLiteral("--model %1: not an HF MoE directory: config.json but no *.safetensors weights").arg(dir);
+  QFile config(d.filePath(QStringLiteral("config.json")));
+  if (!config.open(QIODevice::ReadOnly)) return QStringLiteral("--model %1: cannot read config.json").arg(dir);
+  QJsonParseError error{};
+  const QJsonDocument doc = QJsonDocument::fromJson(config.readAll(), &error);
+  if (!doc.isObject())
+    return QStringLiteral("--model %1: config.json is not a JSON object (%2)").arg(dir, error.errorString());
+  const QString type = doc.object().value(QStringLiteral("model_type")).toString();
+  if (!zipmoe::familyFromName(type.toStdString()))
+    return QStringLiteral("--model %1: not an HF MoE directory: config.json's model_type '%2' is not a supported family (%3)")
+        .arg(dir, type, QString::fromStdString(zipmoe::supportedFamilyList()));
+  return {};
+}
+
+// Checks every option before anything is shown or opened; an empty string when all are good.
+QString commandLineProblem(const QCommandLineParser& parser, const QCommandLineOption& model, const QCommandLineOption& database,
+                           const QCommandLineOption& data, const QCommandLineOption& language, const QCommandLineOption& send,
+                           const QCommandLineOption& quit) {
+  if (!parser.positionalArguments().isEmpty())
+    return QStringLiteral("unexpected argument '%1' (options: --help)").arg(parser.positionalArguments().first());
+  for (const auto* option : {&model, &database, &data, &language, &send})
+    if (parser.values(*option).size() > 1)
+      return QStringLiteral("--%1 is given more than once").arg(option->names().first());
+  if (parser.isSet(model))
+    if (QString problem = modelDirProblem(parser.value(model)); !problem.isEmpty()) return problem;
+  if (parser.isSet(language)) {
+    const QString code = parser.value(language);
+    if (code != QStringLiteral("en") && code != QStringLiteral("zh_CN"))
+      return QStringLiteral("--language '%1': the languages are en and zh_CN").arg(code);
+  }
+  if (parser.isSet(database)) {
+    const QFileInfo file(parser.value(database));
+    if (file.isDir()) return QStringLiteral("--database %1: is a directory; give a file").arg(parser.value(database));
+    if (!file.absoluteDir().exists())
+      return QStringLiteral("--database %1: its folder %2 does not exist").arg(parser.value(database), file.absolutePath());
+  }
+  if (parser.isSet(data) && QFileInfo(parser.value(data)).exists() && !QFileInfo(parser.value(data)).isDir())
+    return QStringLiteral("--data-dir %1: is not a directory").arg(parser.value(data));
+  if (parser.isSet(send) && parser.value(send).trimmed().isEmpty()) return QStringLiteral("--send: the message is empty");
+  if (parser.isSet(quit) && !parser.isSet(send)) return QStringLiteral("--quit-after-reply needs --send TEXT");
+  return {};
 }
 
 }  // namespace
@@ -53,12 +115,21 @@ int main(int argc, char** argv) {
   const QCommandLineOption quitOption(QStringLiteral("quit-after-reply"), QStringLiteral("Exit when the reply to --send ends."));
   parser.addOptions({modelOption, databaseOption, dataOption, languageOption, smokeOption, sendOption, quitOption});
   parser.process(app);
+  if (const QString problem = commandLineProblem(parser, modelOption, databaseOption, dataOption, languageOption, sendOption,
+                                                 quitOption);
+      !problem.isEmpty()) {
+    std::fprintf(stderr, "zipmoe-chat: error: %s\n", qPrintable(problem));
+    return 1;
+  }
 
   QQuickStyle::setStyle(QStringLiteral("Fusion"));
   const QString dataDir = parser.isSet(dataOption)
                               ? parser.value(dataOption)
                               : QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
-  QDir().mkpath(dataDir);
+  if (!QDir().mkpath(dataDir)) {
+    std::fprintf(stderr, "zipmoe-chat: error: cannot create the data directory %s\n", qPrintable(dataDir));
+    return 1;
+  }
 
   zipmoe::app::ControllerOptions options;
   try {
@@ -108,9 +179,11 @@ int main(int argc, char** argv) {
     if (quitAfterReply)
       QObject::connect(c, &zipmoe::app::ChatController::replyFinished, &app, [] { QCoreApplication::exit(0); });
 
-    QString model = parser.value(modelOption);
-    if (model.isEmpty() && c->database()) model = c->database()->setting(QStringLiteral("lastModel")).toString();
-    if (!model.isEmpty() && !QFileInfo::exists(model)) model.clear();  // moved away: the demo again
+    QString model = parser.value(modelOption);  // checked above: an HF MoE directory or a store
+    if (model.isEmpty() && c->database()) {
+      model = c->database()->setting(QStringLiteral("lastModel")).toString();
+      if (!model.isEmpty() && !QFileInfo::exists(model)) model.clear();  // the last model moved away: the demo again
+    }
     c->openModel(model);
     exitCode = QGuiApplication::exec();
   }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "command_line.h"
 #include "commands.h"
 #include "zipmoe/bf16_split.h"
 #include "zipmoe/error.h"
@@ -37,26 +38,31 @@ struct Shard {
 
 }  // namespace
 
-int runBenchCodec(const Args& argsIn) {
-  Args args = argsIn;
-  const std::string usage = "zipmoe bench codec STORE [--sample-mb N] [--repeat R] [--codecs huffman,zstd:3,...]";
-  std::string value;
-  uint64_t sampleWeights = 48ull << 20;
-  int repeats = 5;
+int runBenchCodec(const Args& arguments) {
+  static const CommandSpec command{
+      "zipmoe bench codec STORE [OPTIONS]",
+      "Every exponent codec on the same sample of STORE's expert tensors: size, bits per exponent, encode and\n"
+      "decode speed on one core, and BF16 split/merge speed per SIMD level.",
+      {{"--sample-mb", "N", "millions of weights (2^20) sampled (1-65536, default 48)"},
+       {"--repeat", "R", "timed runs, the best is reported (1-1000, default 5)"},
+       {"--codecs", "LIST", "comma-separated codecs (default: every codec at its benchmark levels)"}},
+      1, 1, ""};
+  const CommandLine line = CommandLine::parse(command, arguments);
+  if (line.help()) return printUsage(command);
+  const uint64_t sampleWeights = line.integer<uint64_t>("--sample-mb", 1, 65536, 48) << 20;
+  const int repeats = line.integer<int>("--repeat", 1, 1000, 5);
   std::vector<CodecSpec> specs = benchmarkCodecSpecs();
-  if (takeOption(args, "--sample-mb", value)) sampleWeights = static_cast<uint64_t>(parseInteger("--sample-mb", value)) << 20;
-  if (takeOption(args, "--repeat", value)) repeats = std::max(1, static_cast<int>(parseInteger("--repeat", value)));
-  if (takeOption(args, "--codecs", value)) {
+  if (const auto value = line.text("--codecs")) {
     specs.clear();
     size_t pos = 0;
-    while (pos <= value.size()) {
-      const size_t comma = value.find(',', pos);
-      specs.push_back(parseCodecSpec(value.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos)));
+    while (pos <= value->size()) {
+      const size_t comma = value->find(',', pos);
+      specs.push_back(parseCodecSpec(value->substr(pos, comma == std::string::npos ? std::string::npos : comma - pos)));
       if (comma == std::string::npos) break;
       pos = comma + 1;
     }
   }
-  expectPositionals(args, 1, usage);
+  const Args& args = line.positionals();
 
   // One core: pin to the CPU we start on so the figures are single-core figures.
   cpu_set_t set;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/file_io.h"
+#include "command_line.h"
 #include "runtime_options.h"
 #include "zipmoe/converter.h"
 #include "zipmoe/engine.h"
@@ -115,9 +116,7 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
     return s;
   }
   if (text.rfind("zipmoe-workers:", 0) == 0) {
-    const long long l = parseInteger("system " + text, text.substr(15));
-    if (l < 1 || l > 256) throw Error("system " + text + ": the number of decompression workers must be in 1..256");
-    s.options.decompressWorkers = static_cast<int>(l);
+    s.options.decompressWorkers = parseInt<int>("--systems " + text, text.substr(15), 1, 256);
     return s;
   }
   if (text == "zipmoe-noplan") {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_harness.h"
+#include "command_line.h"
 #include "commands.h"
 #include "runtime_options.h"
 #include "zipmoe/error.h"
@@ -22,68 +23,78 @@
 namespace zipmoe::cli {
 
 int runBenchRuntime(const Args& arguments) {
-  Args args = arguments;
-  const std::string usage =
-      "zipmoe bench runtime [--workdir DIR] [--hf HF_DIR --store STORE] [--layers N] [--budgets 10,25,50]\n"
-      "  [--systems zipmoe,full-lru] [--trace-file TSV] [--trace-prompts 0,1] [--prompt-tokens N] [--tokens N]\n"
-      "  [--warmup N] [--workers L] [--threads N] [--pools FCSE] [--buffered] [--no-warm-up] [--json OUT]";
-  std::string v, workdir = "out/bench", hfArg, storeArg, json;
-  int layers = 8, promptTokens = 16, tokens = 24, warmup = 4, threads = 0, workers = 0;
-  std::vector<double> budgets = {10, 25, 50};
-  std::vector<std::string> systems = {"zipmoe", "full-lru"};
-  std::vector<int> tracePrompts = {0};
-  std::filesystem::path traceFile = "../shared/data/traces/qwen1.5-moe.tsv";  // read at run time, never copied
-  unsigned pools = 0xF;
-  takeOption(args, "--workdir", workdir);
-  takeOption(args, "--hf", hfArg);
-  takeOption(args, "--store", storeArg);
-  json = workdir + "/bench-runtime.json";
-  takeOption(args, "--json", json);
-  auto positive = [&](const char* name, int& out, int lo, int hi) {
-    if (takeOption(args, name, v)) {
-      const long long n = parseInteger(name, v);
-      if (n < lo || n > hi) throw Error(std::string("option ") + name + " must be in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + v);
-      out = static_cast<int>(n);
-    }
-  };
-  positive("--layers", layers, 1, 24);
-  positive("--prompt-tokens", promptTokens, 1, 4096);
-  positive("--tokens", tokens, 2, 100000);
-  positive("--warmup", warmup, 0, 100000);
-  positive("--threads", threads, 0, 4096);
-  positive("--workers", workers, 0, 256);
+  static const CommandSpec command{
+      "zipmoe bench runtime [OPTIONS]",
+      "ZipMoE against full-tensor offloading (and any other systems) at several budgets, on one store, with the\n"
+      "same trace-replayed routing and prompts: TPOT, TTFT, hit rates, pool split, replanning time.",
+      {{"--workdir", "DIR", "where the generated model and store are kept (default out/bench)"},
+       {"--hf", "HF_DIR", "an existing HF checkpoint instead of the generated one (with --store)"},
+       {"--store", "STORE", "an existing store instead of the generated one"},
+       {"--layers", "N", "layers of the generated Qwen1.5-MoE-shaped model (1-24, default 8)"},
+       {"--budgets", "LIST", "budgets, each PCT or PCT% (0-100) of the expert bytes (default 10,25,50)"},
+       {"--systems", "LIST", "compared systems (default zipmoe,full-lru; see bench suite --help)"},
+       {"--trace-file", "TSV", "activation trace to replay (default ../shared/data/traces/qwen1.5-moe.tsv)"},
+       {"--trace-prompts", "LIST", "the trace's prompts, one request each (default 0)"},
+       {"--prompt-tokens", "N", "prompt length (1-4096, default 16)"},
+       {"--tokens", "N", "decode steps (2-100000, default 24)"},
+       {"--warmup", "N", "decode steps left out of TPOT (below --tokens, default 4)"},
+       {"--workers", "L", "decompression workers (0 = the runtime's default, up to 256)"},
+       {"--threads", "N", "libtorch threads (0 = default, up to 4096)"},
+       {"--pools", "FCSE", "ZipMoE pools to use"},
+       {"--buffered", "", "page-cache reads instead of O_DIRECT"},
+       {"--no-warm-up", "", "skip the unmeasured warm-up pass"},
+       {"--json", "OUT", "results file (default WORKDIR/bench-runtime.json)"}},
+      0, 0,
+      "A budget PCT is PCT % of the model's expert bytes in BF16, the whole budget (working set included), as in\n"
+      "`bench suite` and `generate --budget PCT%`; a system whose minimum is above it is reported as skipped."};
+  const CommandLine line = CommandLine::parse(command, arguments);
+  if (line.help()) return printUsage(command);
+  const std::string workdir = line.text("--workdir", "out/bench"), hfArg = line.text("--hf", ""),
+                    storeArg = line.text("--store", "");
+  const std::string json = line.text("--json", workdir + "/bench-runtime.json");
+  const int layers = line.integer<int>("--layers", 1, 24, 8);
+  const int promptTokens = line.integer<int>("--prompt-tokens", 1, 4096, 16);
+  const int tokens = line.integer<int>("--tokens", 2, 100000, 24);
+  const int warmup = line.integer<int>("--warmup", 0, 100000, 4);
+  const int threads = line.integer<int>("--threads", 0, 4096, 0);
+  const int workers = line.integer<int>("--workers", 0, 256, 0);
   if (warmup >= tokens) throw Error("option --warmup must be below --tokens");
-  if (takeOption(args, "--budgets", v)) {
+  std::vector<double> budgets = {10, 25, 50};
+  if (const auto v = line.text("--budgets")) {
     budgets.clear();
-    for (const auto& b : splitList(v)) {
-      const double x = parseNumber("--budgets", b);
-      if (!(x > 0 && x <= 1000)) throw Error("option --budgets: " + b + " is not a percentage in (0, 1000]");
-      budgets.push_back(x);
-    }
+    for (const auto& b : splitList(*v)) budgets.push_back(parseBudgetPercent("--budgets", b));
+    if (budgets.empty()) throw Error("option --budgets needs at least one percentage");
   }
-  if (takeOption(args, "--systems", v)) systems = splitList(v);
-  if (takeOption(args, "--trace-file", v)) traceFile = v;
-  if (takeOption(args, "--trace-prompts", v)) {
-    tracePrompts.clear();
-    for (const auto& p : splitList(v)) tracePrompts.push_back(static_cast<int>(parseInteger("--trace-prompts", p)));
-  }
-  if (takeOption(args, "--pools", v)) pools = parsePools(v);
-  const ReadMode mode = takeFlag(args, "--buffered") ? ReadMode::Buffered : ReadMode::Direct;
-  const bool warmUp = !takeFlag(args, "--no-warm-up");
-  expectPositionals(args, 0, usage);
+  std::vector<std::string> systems = {"zipmoe", "full-lru"};
+  if (const auto v = line.text("--systems")) systems = splitList(*v);
+  if (systems.empty()) throw Error("option --systems needs at least one system");
+  const std::filesystem::path traceFile = line.text("--trace-file", "../shared/data/traces/qwen1.5-moe.tsv");
+  const std::vector<int> tracePrompts =
+      line.has("--trace-prompts") ? parseIntList("--trace-prompts", *line.text("--trace-prompts"), 0, 1 << 20) : std::vector<int>{0};
+  const unsigned pools = line.has("--pools") ? parsePools(*line.text("--pools")) : 0xFu;
+  const ReadMode mode = line.has("--buffered") ? ReadMode::Buffered : ReadMode::Direct;
+  const bool warmUp = !line.has("--no-warm-up");
+  const std::string tag = "qwen1.5-moe-" + std::to_string(layers) + "l";
+  const std::filesystem::path hfDir =
+      hfArg.empty() ? std::filesystem::path(workdir) / (tag + "-hf") : std::filesystem::path(hfArg);
+  RuntimeOptions base;
+  base.pools = pools;
+  base.decompressWorkers = workers;
+  base.readMode = mode;
+  std::vector<BenchSystem> parsed;
+  for (const auto& s : systems) parsed.push_back(parseBenchSystem(s, base, hfDir));
   if (!std::filesystem::exists(traceFile))
     throw Error("trace file " + traceFile.string() + " not found (give --trace-file ../shared/data/traces/qwen1.5-moe.tsv)");
 
   // The model and the store, made once (generated and converted when absent).
-  std::filesystem::create_directories(workdir);
-  const std::string tag = "qwen1.5-moe-" + std::to_string(layers) + "l";
   WorkloadSpec spec;
   spec.label = tag;
-  spec.hf = hfArg.empty() ? std::filesystem::path(workdir) / (tag + "-hf") : std::filesystem::path(hfArg);
+  spec.hf = hfDir;
   spec.store = storeArg.empty() ? std::filesystem::path(workdir) / (tag + "-store") : std::filesystem::path(storeArg);
   if (!hfArg.empty() && !std::filesystem::exists(spec.hf / "config.json")) throw Error(spec.hf.string() + " has no config.json");
   if (!storeArg.empty() && !std::filesystem::exists(spec.store / "manifest.json"))
     throw Error(spec.store.string() + " is not a store (no manifest.json)");
+  std::filesystem::create_directories(workdir);
   spec.generateFamily = "qwen2_moe";
   spec.generatePreset = "qwen1.5-moe-a2.7b";
   spec.generateLayers = layers;
@@ -97,12 +108,6 @@ int runBenchRuntime(const Args& arguments) {
                profile.smRead * 1e3, profile.eRead * 1e3, profile.decompress * 1e3, profile.recover * 1e3,
                profile.fullRead * 1e3, profile.computeBase * 1e3, profile.computePerToken * 1e3);
 
-  RuntimeOptions base;
-  base.pools = pools;
-  base.decompressWorkers = workers;
-  base.readMode = mode;
-  std::vector<BenchSystem> parsed;
-  for (const auto& s : systems) parsed.push_back(parseBenchSystem(s, base, spec.hf));
   RunSettings settings;
   settings.prompts = tracePrompts;
   settings.promptTokens = promptTokens;
@@ -110,18 +115,18 @@ int runBenchRuntime(const Args& arguments) {
   settings.warmup = warmup;
 
   if (warmUp && !budgets.empty() && !parsed.empty())
-    workload->warmUp(parsed, static_cast<uint64_t>(budgets.front() / 100.0 * static_cast<double>(expertBytes)), settings);
+    workload->warmUp(parsed, budgetBytes(budgets.front(), expertBytes), settings);
 
   nlohmann::json results = nlohmann::json::array();
   std::printf("%-22s %7s %10s %10s %8s %8s %8s %8s %8s %9s %10s %10s\n", "system", "budget", "TPOT ms", "TTFT ms", "F/C/S/E%",
               "", "", "", "miss%", "MiB/token", "layer ms", "meas/LB");
   for (double budgetPct : budgets) {
-    const auto budgetBytes = static_cast<uint64_t>(budgetPct / 100.0 * static_cast<double>(expertBytes));
+    const uint64_t bytes = budgetBytes(budgetPct, expertBytes);
     for (const BenchSystem& sys : parsed) {
       // The prompts one after the other on one runtime, as a chat would run them.
       RunSettings run = settings;
       run.measureReplan = true;
-      const RunResult sum = workload->run(sys, budgetBytes, run);
+      const RunResult sum = workload->run(sys, bytes, run);
       if (sum.skipped) {
         std::printf("%-22s %6.1f%%  skipped: %s\n", sys.name.c_str(), budgetPct, sum.skipReason.c_str());
         continue;
@@ -139,7 +144,7 @@ int runBenchRuntime(const Args& arguments) {
       std::fflush(stdout);
       nlohmann::json r = {{"system", sys.name},
                           {"budget_percent", budgetPct},
-                          {"budget_bytes", budgetBytes},
+                          {"budget_bytes", bytes},
                           {"tpot_ms", tpot * 1e3},
                           {"ttft_ms", ttftMs},
                           {"decode_steps", decodeSteps},

@@ -34,7 +34,9 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_harness.h"
+#include "command_line.h"
 #include "commands.h"
+#include "runtime_options.h"
 #include "zipmoe/error.h"
 
 namespace zipmoe::cli {
@@ -221,9 +223,7 @@ class SuiteRunner {
     }
     return out;
   }
-  uint64_t bytesAt(double percent) const {
-    return static_cast<uint64_t>(percent / 100.0 * static_cast<double>(w_.expertBytes()));
-  }
+  uint64_t bytesAt(double percent) const { return budgetBytes(percent, w_.expertBytes()); }
   std::vector<BenchSystem> systems(const std::vector<std::string>& defaults) const {
     std::vector<BenchSystem> out;
     for (const auto& s : o_.systems.empty() ? defaults : o_.systems) out.push_back(parseBenchSystem(s, base_, w_.spec().hf));
@@ -478,69 +478,85 @@ std::string shellQuote(const std::string& s) {
   return out + "'";
 }
 
-std::vector<int> intList(const std::string& option, const std::string& text, int lo, int hi) {
-  std::vector<int> out;
-  for (const auto& item : splitList(text)) {
-    const long long n = parseInteger(option, item);
-    if (n < lo || n > hi) throw Error("option " + option + ": " + item + " is not in " + std::to_string(lo) + ".." + std::to_string(hi));
-    out.push_back(static_cast<int>(n));
-  }
-  if (out.empty()) throw Error("option " + option + " needs at least one value");
-  return out;
+const std::vector<std::string> kSuites = {"budget", "batch", "length", "ablation", "scheduler", "threads"};
+
+const CommandSpec& suiteSpec() {
+  static const CommandSpec spec{
+      "zipmoe bench suite NAME [OPTIONS]",
+      "The paper's evaluation on this machine; NAME is budget (TPOT/TTFT vs budget, Fig. 7), batch (throughput vs\n"
+      "batch size, Fig. 8), length (latency vs output length, Fig. 9), ablation (eviction, planning, pools, Fig. 10),\n"
+      "scheduler (layer makespan over its lower bound), threads (TPOT vs decompression workers) or all. Writes\n"
+      "JSON results and figure specs (PNG with zipmoe-plot) to --out; see docs/BENCHMARKS.md.",
+      {{"--workload", "qwen|deepseek|demo", "the model: Qwen1.5-MoE or DeepSeek-V2-Lite shapes (generated), or the demo model"},
+       {"--hf", "DIR", "an HF checkpoint instead of a workload (with --store and --label)"},
+       {"--store", "DIR", "its ZipMoE store (converted when absent)"},
+       {"--trace-file", "TSV", "activation trace to replay (default: the workload's)"},
+       {"--label", "NAME", "names the workload in results and figures"},
+       {"--workdir", "DIR", "where generated models and stores are kept (default out/bench)"},
+       {"--layers", "N", "layers of a generated workload (2-64)"},
+       {"--out", "DIR", "results and figures (default out/bench/suites)"},
+       {"--budgets", "LIST", "budget suite: budgets, each PCT or PCT% (0-100) of the expert bytes (default 5,10,25,50,75)"},
+       {"--budget", "PCT", "the other suites' budget, PCT or PCT% (0-100) of the expert bytes (default 25)"},
+       {"--systems", "LIST", "compared systems instead of the suite's own (see below)"},
+       {"--batches", "LIST", "batch suite: batch sizes (1-1024, default 1,4,16)"},
+       {"--lengths", "LIST", "length suite: output lengths (2-1048576, default 32,64,128,256,512)"},
+       {"--workers-list", "LIST", "threads suite: decompression workers (1-256, default 1,2,4)"},
+       {"--prompts", "LIST", "the trace's prompts, one request each (default 0)"},
+       {"--prompt-tokens", "N", "prompt length (1-65536, default 16)"},
+       {"--tokens", "N", "decode steps (2-1048576, default 24)"},
+       {"--warmup", "N", "decode steps left out of TPOT (below --tokens, default 4)"},
+       {"--threads", "N", "libtorch threads (0 = default, up to 4096)"},
+       {"--buffered", "", "page-cache reads instead of O_DIRECT"},
+       {"--no-plot", "", "leave the figures as JSON specs"},
+       {"--no-warm-up", "", "skip the warm-up (reading every file, one unmeasured pass)"},
+       {"--no-prime", "", "do not re-read a system's files before each measurement"},
+       {"--repeat", "N", "measurements of each system at each point, the median reported (1-100)"}},
+      1, 1,
+      "A budget PCT is PCT % of the model's expert bytes in BF16, the whole budget (working set included), as in\n"
+      "`generate --budget PCT%`; a system whose minimum is above it is reported as skipped.\n"
+      "Systems: zipmoe, zipmoe:POOLS (e.g. zipmoe:FS), zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-lru, zipmoe-fifo,\n"
+      "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking."};
+  return spec;
 }
 
 }  // namespace
 
 int runBenchSuite(const Args& arguments) {
-  Args args = arguments;
-  const std::string usage =
-      "zipmoe bench suite (budget|batch|length|ablation|scheduler|threads|all) [--workload qwen|deepseek|demo]\n"
-      "  [--hf DIR --store DIR [--trace-file TSV] --label NAME] [--workdir DIR] [--layers N] [--out DIR]\n"
-      "  [--budgets 5,10,25,50,75] [--budget PCT] [--systems a,b] [--batches 1,4,16] [--lengths 32,...,512]\n"
-      "  [--workers-list 1,2,4] [--prompts 0,1] [--prompt-tokens N] [--tokens N] [--warmup N] [--threads N]\n"
-      "  [--buffered] [--no-plot] [--no-warm-up] [--no-prime] [--repeat N]";
-  if (args.empty()) throw Error("usage: " + usage);
-  const std::string suite = args.front();
-  args.erase(args.begin());
-  std::string v, workload = "qwen", workdir = "out/bench", hf, store, trace, label;
-  int layers = 0;
+  const CommandSpec& command = suiteSpec();
+  const CommandLine line = CommandLine::parse(command, arguments);
+  if (line.help()) return printUsage(command);
+  const std::string suite = line.positional(0);
+  if (suite != "all" && std::find(kSuites.begin(), kSuites.end(), suite) == kSuites.end())
+    throw Error("unknown suite '" + suite + "' (budget, batch, length, ablation, scheduler, threads, all)");
+  const std::string workload = line.text("--workload", "qwen"), workdir = line.text("--workdir", "out/bench"),
+                    hf = line.text("--hf", ""), store = line.text("--store", ""), trace = line.text("--trace-file", ""),
+                    label = line.text("--label", "");
   SuiteOptions o;
-  takeOption(args, "--workload", workload);
-  takeOption(args, "--workdir", workdir);
-  takeOption(args, "--hf", hf);
-  takeOption(args, "--store", store);
-  takeOption(args, "--trace-file", trace);
-  takeOption(args, "--label", label);
-  if (takeOption(args, "--out", v)) o.out = v;
-  if (takeFlag(args, "--no-warm-up")) o.warmUp = false;
-  if (takeFlag(args, "--no-prime")) o.prime = false;
-  if (takeOption(args, "--repeat", v)) o.repeat = intList("--repeat", v, 1, 100).front();
-  if (takeOption(args, "--layers", v)) layers = intList("--layers", v, 2, 64).front();
-  if (takeOption(args, "--budgets", v)) {
+  if (const auto v = line.text("--out")) o.out = *v;
+  o.warmUp = !line.has("--no-warm-up");
+  o.prime = !line.has("--no-prime");
+  o.repeat = line.integer<int>("--repeat", 1, 100, o.repeat);
+  const int layers = line.integer<int>("--layers", 2, 64, 0);
+  if (const auto v = line.text("--budgets")) {
     o.budgets.clear();
-    for (const auto& b : splitList(v)) {
-      const double x = parseNumber("--budgets", b);
-      if (!(x > 0 && x <= 1000)) throw Error("option --budgets: " + b + " is not a percentage in (0, 1000]");
-      o.budgets.push_back(x);
-    }
+    for (const auto& b : splitList(*v)) o.budgets.push_back(parseBudgetPercent("--budgets", b));
+    if (o.budgets.empty()) throw Error("option --budgets needs at least one percentage");
   }
-  if (takeOption(args, "--budget", v)) {
-    o.budget = parseNumber("--budget", v);
-    if (!(o.budget > 0 && o.budget <= 1000)) throw Error("option --budget: " + v + " is not a percentage in (0, 1000]");
+  if (const auto v = line.text("--budget")) o.budget = parseBudgetPercent("--budget", *v);
+  if (const auto v = line.text("--systems")) {
+    o.systems = splitList(*v);
+    if (o.systems.empty()) throw Error("option --systems needs at least one system");
   }
-  if (takeOption(args, "--systems", v)) o.systems = splitList(v);
-  if (takeOption(args, "--batches", v)) o.batches = intList("--batches", v, 1, 1024);
-  if (takeOption(args, "--lengths", v)) o.lengths = intList("--lengths", v, 2, 1 << 20);
-  if (takeOption(args, "--workers-list", v)) o.workers = intList("--workers-list", v, 1, 256);
-  if (takeOption(args, "--prompts", v)) o.run.prompts = intList("--prompts", v, 0, 1 << 20);
-  if (takeOption(args, "--prompt-tokens", v)) o.run.promptTokens = intList("--prompt-tokens", v, 1, 1 << 16).front();
-  if (takeOption(args, "--tokens", v)) o.run.tokens = intList("--tokens", v, 2, 1 << 20).front();
-  if (takeOption(args, "--warmup", v)) o.run.warmup = intList("--warmup", v, 0, 1 << 20).front();
-  int threads = 0;
-  if (takeOption(args, "--threads", v)) threads = intList("--threads", v, 0, 4096).front();
-  const bool buffered = takeFlag(args, "--buffered");
-  o.plot = !takeFlag(args, "--no-plot");
-  expectPositionals(args, 0, usage);
+  if (const auto v = line.text("--batches")) o.batches = parseIntList("--batches", *v, 1, 1024);
+  if (const auto v = line.text("--lengths")) o.lengths = parseIntList("--lengths", *v, 2, 1 << 20);
+  if (const auto v = line.text("--workers-list")) o.workers = parseIntList("--workers-list", *v, 1, 256);
+  if (const auto v = line.text("--prompts")) o.run.prompts = parseIntList("--prompts", *v, 0, 1 << 20);
+  o.run.promptTokens = line.integer<int>("--prompt-tokens", 1, 1 << 16, o.run.promptTokens);
+  o.run.tokens = line.integer<int>("--tokens", 2, 1 << 20, o.run.tokens);
+  o.run.warmup = line.integer<int>("--warmup", 0, 1 << 20, o.run.warmup);
+  const int threads = line.integer<int>("--threads", 0, 4096, 0);
+  const bool buffered = line.has("--buffered");
+  o.plot = !line.has("--no-plot");
   if (o.run.warmup >= o.run.tokens) throw Error("option --warmup must be below --tokens");
 
   WorkloadSpec spec;
@@ -579,6 +595,7 @@ int runBenchSuite(const Args& arguments) {
   } else {
     throw Error("unknown --workload '" + workload + "' (qwen, deepseek, demo; or --hf/--store/--label)");
   }
+  for (const auto& name : o.systems) parseBenchSystem(name, RuntimeOptions{}, spec.hf);  // named before any work
   if (!spec.traceFile.empty() && !std::filesystem::exists(spec.traceFile))
     throw Error("trace file " + spec.traceFile.string() + " not found (the traces are in ../shared/data/traces)");
   std::filesystem::create_directories(o.out);
@@ -590,9 +607,7 @@ int runBenchSuite(const Args& arguments) {
       if (p >= w->tracePrompts())
         throw Error("option --prompts: " + std::to_string(p) + " is beyond the trace's " + std::to_string(w->tracePrompts()) + " prompts");
   SuiteRunner runner(*w, o);
-  const std::vector<std::string> suites =
-      suite == "all" ? std::vector<std::string>{"budget", "batch", "length", "ablation", "scheduler", "threads"}
-                     : std::vector<std::string>{suite};
+  const std::vector<std::string> suites = suite == "all" ? kSuites : std::vector<std::string>{suite};
   for (const auto& s : suites) runner.run(s);
 
   if (o.plot) {

@@ -24,11 +24,13 @@ int runBenchSuite(const Args& args);    // bench suite NAME: the paper's evaluat
 int runBenchReport(const Args& args);   // bench report DIR: the suites' results as Markdown tables
 int runBenchCompare(const Args& args);  // bench compare DIR_A DIR_B: a rerun beside an earlier run
 
-// Small argument helpers shared by the commands.
+// Small argument helpers, kept for commands that read their own arguments (bench report/compare;
+// main() checks their command lines against a CommandSpec first). New commands declare a
+// CommandSpec and use CommandLine (command_line.h).
 // Removes "--name VALUE" (or "--name=VALUE") from args and returns VALUE; throws when VALUE is missing.
 bool takeOption(Args& args, const std::string& name, std::string& value);
 bool takeFlag(Args& args, const std::string& name);
-// Parses an integer option value; throws zipmoe::Error naming the option and the text.
+// Parses a whole-text integer / a finite decimal number; throws zipmoe::Error naming the option and the text.
 long long parseInteger(const std::string& option, const std::string& text);
 double parseNumber(const std::string& option, const std::string& text);
 // "25 %": a percentage as the benchmarks print it.

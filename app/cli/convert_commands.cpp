@@ -1,6 +1,7 @@
 // convert, inspect, verify, info.
 #include <cstdio>
 
+#include "command_line.h"
 #include "commands.h"
 #include "terminal_progress.h"
 #include "zipmoe/build_info.h"
@@ -9,18 +10,24 @@
 
 namespace zipmoe::cli {
 
-int runConvert(const Args& argsIn) {
-  Args args = argsIn;
-  const std::string usage = "zipmoe convert HF_DIR OUT_DIR [--codec huffman|zstd|lz4|lz4hc|raw] [--level N] [--shards K]";
+int runConvert(const Args& arguments) {
+  static const CommandSpec spec{
+      "zipmoe convert HF_DIR OUT_DIR [OPTIONS]",
+      "Converts an HF checkpoint (safetensors) to a ZipMoE store: expert exponents compressed in K shards.",
+      {{"--codec", "C", "exponent codec: huffman (default), zstd[:LEVEL], lz4[:ACCEL], lz4hc[:LEVEL], raw"},
+       {"--level", "N", "the codec's level (its range depends on the codec)"},
+       {"--shards", "K", "exponent shards per expert tensor (1-64)"}},
+      2, 2, ""};
+  const CommandLine line = CommandLine::parse(spec, arguments);
+  if (line.help()) return printUsage(spec);
   ConvertOptions options;
-  std::string value;
-  if (takeOption(args, "--codec", value)) options.codec = parseCodecSpec(value);
-  if (takeOption(args, "--level", value)) {
-    options.codec.level = static_cast<int>(parseInteger("--level", value));
+  if (const auto v = line.text("--codec")) options.codec = parseCodecSpec(*v);
+  if (line.has("--level")) {
+    options.codec.level = line.integer<int>("--level", -1000000, 1000000, 0);
     makeCodec(options.codec);  // rejects a level the codec does not take
   }
-  if (takeOption(args, "--shards", value)) options.shards = static_cast<int>(parseInteger("--shards", value));
-  expectPositionals(args, 2, usage);
+  options.shards = line.integer<int>("--shards", 1, 64, options.shards);
+  const Args& args = line.positionals();
 
   TerminalProgress bar("converting");
   options.onProgress = [&](const ConvertProgress& p) { bar.update(p.bytesDone, p.bytesTotal, p.currentTensor); };
@@ -34,16 +41,22 @@ int runConvert(const Args& argsIn) {
   return 0;
 }
 
-int runInspect(const Args& argsIn) {
-  Args args = argsIn;
-  expectPositionals(args, 1, "zipmoe inspect STORE");
+int runInspect(const Args& arguments) {
+  static const CommandSpec spec{"zipmoe inspect STORE",
+                                "Sizes, ratios by tensor kind, exponent entropy and the bound it implies.", {}, 1, 1, ""};
+  const CommandLine line = CommandLine::parse(spec, arguments);
+  if (line.help()) return printUsage(spec);
+  const Args& args = line.positionals();
   std::fputs(describeStore(args[0]).c_str(), stdout);
   return 0;
 }
 
-int runVerify(const Args& argsIn) {
-  Args args = argsIn;
-  expectPositionals(args, 2, "zipmoe verify STORE HF_DIR");
+int runVerify(const Args& arguments) {
+  static const CommandSpec spec{"zipmoe verify STORE HF_DIR",
+                                "Bit-exact round trip of every tensor of STORE against the source checkpoint.", {}, 2, 2, ""};
+  const CommandLine line = CommandLine::parse(spec, arguments);
+  if (line.help()) return printUsage(spec);
+  const Args& args = line.positionals();
   TerminalProgress bar("verifying");
   const VerifyReport r = verifyStore(args[0], args[1], [&](size_t done, size_t total) { bar.update(done, total); });
   bar.finish();
@@ -52,9 +65,9 @@ int runVerify(const Args& argsIn) {
   return 0;
 }
 
-int runInfo(const Args& argsIn) {
-  Args args = argsIn;
-  expectPositionals(args, 0, "zipmoe info");
+int runInfo(const Args& arguments) {
+  static const CommandSpec spec{"zipmoe info", "Build and CPU facts.", {}, 0, 0, ""};
+  if (CommandLine::parse(spec, arguments).help()) return printUsage(spec);
   std::fputs(buildInfo().c_str(), stdout);
   return 0;
 }

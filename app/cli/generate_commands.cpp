@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 
 #include <fstream>
@@ -36,57 +37,77 @@
 namespace zipmoe::cli {
 namespace {
 
-constexpr const char* kSamplingUsage =
-    "[--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R] [--seed S] "
-    "[--stop STR]... [--dtype auto|bf16|fp32] [--threads N]";
-
-std::string generateUsage() {
-  return std::string("zipmoe generate MODEL --prompt TEXT [--system TEXT] [--raw] ") + kSamplingUsage + " " +
-         kRuntimeUsage + " [--trace OUT.json]";
+std::vector<OptionSpec> samplingOptionSpecs() {
+  return {
+      {"--max-tokens", "N", "stop after N generated tokens (1-100000000)"},
+      {"--temperature", "T", "sampling temperature, 0 = greedy"},
+      {"--top-k", "K", "sample from the K most likely tokens (0 = off)"},
+      {"--top-p", "P", "nucleus sampling: the smallest set of tokens with probability P (0-1)"},
+      {"--min-p", "P", "drop tokens below P × the top token's probability (0-1)"},
+      {"--repetition-penalty", "R", "penalise tokens already in the context (1 = off)"},
+      {"--seed", "S", "sampling seed (0 or more)"},
+      {"--stop", "STR", "stop when the reply contains STR", true},
+      {"--dtype", "auto|bf16|fp32", "compute type (auto: bf16 where the CPU has it)"},
+      {"--threads", "N", "libtorch threads (0 = libtorch's default, up to 4096)"},
+  };
 }
-std::string chatUsage() { return std::string("zipmoe chat MODEL [--system TEXT] ") + kSamplingUsage + " " + kRuntimeUsage; }
 
-SamplingParams parseSampling(Args& args) {
+std::vector<OptionSpec> concat(std::vector<OptionSpec> a, const std::vector<OptionSpec>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+const std::string kModelNote =
+    "MODEL is an HF directory or a ZipMoE store; the runtime options need a store. --budget PCT% is PCT % of the\n"
+    "model's expert bytes in BF16, the whole budget (the runtime's working set comes out of it); a budget below\n"
+    "the runtime's minimum is refused with the minimum in bytes and percent.";
+
+const CommandSpec& generateSpec() {
+  static const CommandSpec spec{
+      "zipmoe generate MODEL --prompt TEXT [OPTIONS]",
+      "Generates a reply to TEXT, streamed to stdout; time to first token and per output token go to stderr.",
+      concat(concat({{"--prompt", "TEXT", "the user message (or, with --raw, the text to continue)"},
+                     {"--system", "TEXT", "a system message"},
+                     {"--raw", "", "no chat template: encode the prompt as is"},
+                     {"--trace", "OUT.json", "write the runtime's operations as Chrome trace JSON (needs --budget)"}},
+                    samplingOptionSpecs()),
+             runtimeOptionSpecs()),
+      1, 1, kModelNote};
+  return spec;
+}
+
+const CommandSpec& chatSpec() {
+  static const CommandSpec spec{
+      "zipmoe chat MODEL [OPTIONS]",
+      "Interactive chat on stdin: /exit, /reset and /system TEXT are commands, EOF ends.",
+      concat(concat({{"--system", "TEXT", "a system message"}}, samplingOptionSpecs()), runtimeOptionSpecs()), 1, 1,
+      kModelNote};
+  return spec;
+}
+
+SamplingParams parseSampling(const CommandLine& line) {
   SamplingParams p;
-  std::string v;
-  if (takeOption(args, "--max-tokens", v)) {
-    const long long n = parseInteger("--max-tokens", v);
-    if (n < 1 || n > 100000000) throw Error("option --max-tokens must be in 1..100000000, got " + v);
-    p.maxTokens = static_cast<int>(n);
-  }
-  if (takeOption(args, "--temperature", v)) p.temperature = parseNumber("--temperature", v);
-  if (takeOption(args, "--top-k", v)) {
-    const long long k = parseInteger("--top-k", v);
-    if (k < 0 || k > 100000000) throw Error("option --top-k must be in 0..100000000 (0 = off), got " + v);
-    p.topK = static_cast<int>(k);
-  }
-  if (takeOption(args, "--top-p", v)) p.topP = parseNumber("--top-p", v);
-  if (takeOption(args, "--min-p", v)) p.minP = parseNumber("--min-p", v);
-  if (takeOption(args, "--repetition-penalty", v)) p.repetitionPenalty = parseNumber("--repetition-penalty", v);
-  if (takeOption(args, "--seed", v)) {
-    const long long s = parseInteger("--seed", v);
-    if (s < 0) throw Error("option --seed must not be negative, got " + v);
-    p.seed = static_cast<uint64_t>(s);
-  }
-  while (takeOption(args, "--stop", v)) p.stopStrings.push_back(v);
+  p.maxTokens = line.integer<int>("--max-tokens", 1, 100000000, p.maxTokens);
+  p.temperature = line.number("--temperature", 0, 1e6, p.temperature);
+  p.topK = line.integer<int>("--top-k", 0, 100000000, p.topK);
+  p.topP = line.number("--top-p", 0, 1, p.topP);
+  p.minP = line.number("--min-p", 0, 1, p.minP);
+  p.repetitionPenalty = line.number("--repetition-penalty", 0, 1e6, p.repetitionPenalty);
+  p.seed = line.integer<uint64_t>("--seed", 0, std::numeric_limits<uint64_t>::max(), p.seed);
+  p.stopStrings = line.texts("--stop");
   validate(p);
   return p;
 }
 
-ModelOptions parseModelOptions(Args& args) {
+ModelOptions parseModelOptions(const CommandLine& line) {
   ModelOptions o;
-  std::string v;
-  if (takeOption(args, "--dtype", v)) {
-    if (v == "auto") o.dtype = ComputeDtype::Auto;
-    else if (v == "bf16") o.dtype = ComputeDtype::BFloat16;
-    else if (v == "fp32") o.dtype = ComputeDtype::Float32;
-    else throw Error("option --dtype must be auto, bf16 or fp32, got '" + v + "'");
+  if (const auto v = line.text("--dtype")) {
+    if (*v == "auto") o.dtype = ComputeDtype::Auto;
+    else if (*v == "bf16") o.dtype = ComputeDtype::BFloat16;
+    else if (*v == "fp32") o.dtype = ComputeDtype::Float32;
+    else throw Error("option --dtype must be auto, bf16 or fp32, got '" + *v + "'");
   }
-  if (takeOption(args, "--threads", v)) {
-    const long long n = parseInteger("--threads", v);
-    if (n < 0 || n > 4096) throw Error("option --threads must be in 0..4096 (0 = libtorch's default), got " + v);
-    o.threads = static_cast<int>(n);
-  }
+  o.threads = line.integer<int>("--threads", 0, 4096, 0);
   return o;
 }
 
@@ -158,19 +179,21 @@ std::optional<std::string> readLine() {
 }  // namespace
 
 int runGenerate(const Args& arguments) {
-  Args args = arguments;
-  std::string prompt, system;
-  const bool havePrompt = takeOption(args, "--prompt", prompt);
-  const bool haveSystem = takeOption(args, "--system", system);
-  const bool raw = takeFlag(args, "--raw");
-  std::string tracePath;
-  const bool trace = takeOption(args, "--trace", tracePath);
-  const SamplingParams params = parseSampling(args);
+  const CommandLine line = CommandLine::parse(generateSpec(), arguments);
+  if (line.help()) return printUsage(generateSpec());
+  const std::optional<std::string> promptText = line.text("--prompt");
+  const bool haveSystem = line.has("--system");
+  const std::string prompt = promptText.value_or(""), system = line.text("--system", "");
+  const bool raw = line.has("--raw");
+  const std::optional<std::string> tracePathText = line.text("--trace");
+  const bool trace = tracePathText.has_value();
+  const std::string tracePath = tracePathText.value_or("");
+  const SamplingParams params = parseSampling(line);
   EngineOptions options;
-  options.model = parseModelOptions(args);
-  const auto budget = parseRuntimeOptions(args, options);
-  expectPositionals(args, 1, generateUsage());
-  if (!havePrompt) throw Error("generate needs --prompt TEXT\nusage: " + generateUsage());
+  options.model = parseModelOptions(line);
+  const auto budget = parseRuntimeOptions(line, options);
+  const Args& args = line.positionals();
+  if (!promptText) throw Error("generate needs --prompt TEXT\nusage: " + generateSpec().synopsis);
   if (prompt.empty()) throw Error("--prompt is empty: give the text to answer (or, with --raw, to continue)");
   if (trace && !budget) throw Error("--trace records the expert runtime's operations: give --budget SIZE|PCT% too");
   std::ofstream traceOut;
@@ -204,14 +227,14 @@ int runGenerate(const Args& arguments) {
 }
 
 int runChat(const Args& arguments) {
-  Args args = arguments;
-  std::string system;
-  takeOption(args, "--system", system);
-  const SamplingParams params = parseSampling(args);
+  const CommandLine cmdline = CommandLine::parse(chatSpec(), arguments);
+  if (cmdline.help()) return printUsage(chatSpec());
+  std::string system = cmdline.text("--system", "");
+  const SamplingParams params = parseSampling(cmdline);
   EngineOptions options;
-  options.model = parseModelOptions(args);
-  const auto budget = parseRuntimeOptions(args, options);
-  expectPositionals(args, 1, chatUsage());
+  options.model = parseModelOptions(cmdline);
+  const auto budget = parseRuntimeOptions(cmdline, options);
+  const Args& args = cmdline.positionals();
   const std::filesystem::path dir = args[0];
   if (!ChatTemplate::hasChatTemplate(dir / "tokenizer_config.json"))
     throw Error(dir.string() + " has no chat template (tokenizer_config.json has no chat_template), so `chat` cannot "

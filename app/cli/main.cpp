@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <map>
 
+#include "command_line.h"
 #include "commands.h"
 #include "zipmoe/error.h"
 
@@ -38,19 +40,11 @@ bool takeFlag(Args& args, const std::string& name) {
 }
 
 long long parseInteger(const std::string& option, const std::string& text) {
-  long long v = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || ptr != text.data() + text.size() || text.empty())
-    throw Error("option " + option + ": '" + text + "' is not an integer");
-  return v;
+  return parseIntegerIn(option, text, std::numeric_limits<long long>::min(), std::numeric_limits<long long>::max());
 }
 
 double parseNumber(const std::string& option, const std::string& text) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size())
-    throw Error("option " + option + ": '" + text + "' is not a number");
-  return v;
+  return parseNumberIn(option, text, -std::numeric_limits<double>::max(), std::numeric_limits<double>::max());
 }
 
 std::string percentText(double percent) {
@@ -70,34 +64,61 @@ void expectPositionals(const Args& args, size_t count, const std::string& usage)
 namespace {
 
 constexpr const char* kUsage =
-    "usage: zipmoe COMMAND [ARGS]\n"
+    "usage: zipmoe COMMAND [ARGS]     (zipmoe COMMAND --help, or zipmoe help COMMAND, lists a command's options)\n"
     "\n"
     "commands:\n"
-    "  convert HF_DIR OUT_DIR [--codec C] [--level N] [--shards K]   convert an HF checkpoint to a store\n"
-    "  inspect STORE                          sizes, ratios, exponent entropy and bound of a store\n"
-    "  verify STORE HF_DIR                    bit-exact round trip of every tensor against the source\n"
-    "  make-model --family F --preset P OUT_DIR   write a test model (HF directory) of any family\n"
-    "  bench codec STORE                      compare exponent codecs on a store's expert tensors\n"
-    "  bench runtime [OPTIONS]                ZipMoE vs full-tensor offloading: TPOT at several budgets\n"
-    "  bench suite NAME [OPTIONS]             the paper's evaluation: budget, batch, length, ablation, scheduler,\n"
-    "                                         threads or all; JSON and PNG figures (docs/BENCHMARKS.md)\n"
-    "  bench report DIR [--workload LABEL]    the suites' results in DIR as Markdown tables\n"
-    "  bench compare DIR_A DIR_B [--workload LABEL] [--tolerance PCT] [--all]\n"
-    "                                         a rerun beside an earlier run: change of every figure\n"
-    "  profile STORE [--buffered] [--out F]   measure this machine's I/O, decompression and compute costs\n"
-    "  info                                   build and CPU facts\n"
-    "  generate MODEL --prompt TEXT [OPTIONS] generate a reply (chat template applied unless --raw)\n"
-    "  chat MODEL [OPTIONS]                   interactive chat on stdin (/exit, /reset, /system TEXT)\n"
-    "  train-demo --corpus FILE --out DIR     train the demo MoE model (BPE + Mixtral) on a corpus\n"
+    "  convert HF_DIR OUT_DIR [OPTIONS]   convert an HF checkpoint to a store\n"
+    "  inspect STORE                      sizes, ratios, exponent entropy and bound of a store\n"
+    "  verify STORE HF_DIR                bit-exact round trip of every tensor against the source\n"
+    "  make-model [OPTIONS] OUT_DIR       write a test model (HF directory) of any family\n"
+    "  bench codec STORE [OPTIONS]        compare exponent codecs on a store's expert tensors\n"
+    "  bench runtime [OPTIONS]            ZipMoE vs full-tensor offloading: TPOT at several budgets\n"
+    "  bench suite NAME [OPTIONS]         the paper's evaluation: budget, batch, length, ablation, scheduler,\n"
+    "                                     threads or all; JSON and PNG figures (docs/BENCHMARKS.md)\n"
+    "  bench report DIR [OPTIONS]         the suites' results in DIR as Markdown tables\n"
+    "  bench compare DIR_A DIR_B [OPTIONS]  a rerun beside an earlier run: change of every figure\n"
+    "  profile STORE [OPTIONS]            measure this machine's I/O, decompression and compute costs\n"
+    "  info                               build and CPU facts\n"
+    "  generate MODEL --prompt TEXT [OPTIONS]  generate a reply (chat template applied unless --raw)\n"
+    "  chat MODEL [OPTIONS]               interactive chat on stdin (/exit, /reset, /system TEXT)\n"
+    "  train-demo --corpus FILE --out DIR [OPTIONS]  train the demo MoE model (BPE + Mixtral) on a corpus\n"
     "\n"
     "codecs: huffman (default), zstd[:LEVEL], lz4[:ACCEL], lz4hc[:LEVEL], raw\n"
+    "--budget SIZE|PCT% (generate, chat; PCT in bench): PCT % of the model's expert bytes in BF16, 0 < PCT <= 100,\n"
+    "  the whole budget with the runtime's working set in it; a budget below the runtime's minimum is refused.\n";
+
+constexpr const char* kBenchUsage =
+    "usage: zipmoe bench SUB-COMMAND [ARGS]   (zipmoe bench SUB-COMMAND --help lists its options)\n"
     "\n"
-    "generate/chat OPTIONS: [--system TEXT] [--raw] [--max-tokens N] [--temperature T] [--top-k K]\n"
-    "  [--top-p P] [--min-p P] [--repetition-penalty R] [--seed S] [--stop STR]... [--dtype auto|bf16|fp32]\n"
-    "  [--threads N]; MODEL is an HF directory or a ZipMoE store\n"
-    "runtime OPTIONS (stores): [--budget SIZE|PCT%] [--pools FCSE] [--offload zipmoe|full --checkpoint HF_DIR]\n"
-    "  [--eviction zipmoe|lru|fifo|lfu|marking] [--no-plan] [--fifo-schedule] [--workers L] [--buffered]\n"
-    "  [--profile FILE] [--replay-trace TSV [--trace-prompt N]]; generate also takes [--trace OUT.json]\n";
+    "sub-commands:\n"
+    "  codec STORE            every exponent codec on a sample of a store's expert tensors\n"
+    "  runtime                ZipMoE vs full-tensor offloading at several budgets\n"
+    "  suite NAME             the paper's evaluation: budget, batch, length, ablation, scheduler, threads, all\n"
+    "  report DIR             the suites' results in DIR as Markdown tables\n"
+    "  compare DIR_A DIR_B    a rerun beside an earlier run: the change of every figure\n";
+
+// `bench report` and `bench compare` read their own arguments; their command lines are checked (and
+// their --help answered) here first, so that they too refuse an unknown option before any work.
+const CommandSpec kReportSpec{"zipmoe bench report DIR [OPTIONS]",
+                              "The suites' results in DIR (SUITE-LABEL.json) as the Markdown tables of docs/BENCHMARKS.md.",
+                              {{"--workload", "LABEL", "only the results of this workload label"}},
+                              1, 1, ""};
+const CommandSpec kCompareSpec{"zipmoe bench compare DIR_A DIR_B [OPTIONS]",
+                               "A rerun (DIR_B) beside an earlier run (DIR_A): the change of every figure, and whether "
+                               "the fastest system holds.",
+                               {{"--workload", "LABEL", "only the results of this workload label"},
+                                {"--tolerance", "PCT", "a timing within ±PCT % counts as the same (default 20)"},
+                                {"--all", "", "list every figure, not only those outside the tolerance"}},
+                               2, 2, ""};
+
+int runChecked(const CommandSpec& spec, const Args& args, int (*run)(const Args&)) {
+  if (CommandLine::parse(spec, args).help()) return printUsage(spec);
+  return run(args);
+}
+
+bool asksForHelp(const Args& args) {
+  return !args.empty() && (args[0] == "--help" || args[0] == "-h");
+}
 
 int dispatch(const std::string& command, Args args) {
   if (command == "convert") return runConvert(args);
@@ -110,18 +131,32 @@ int dispatch(const std::string& command, Args args) {
   if (command == "train-demo") return runTrainDemo(args);
   if (command == "profile") return runProfile(args);
   if (command == "bench") {
-    const std::string which = args.empty() ? "" : args[0];
-    if (!args.empty()) args.erase(args.begin());
+    if (args.empty()) throw Error(std::string("bench needs a sub-command\n") + kBenchUsage);
+    if (asksForHelp(args)) {
+      std::fputs(kBenchUsage, stdout);
+      return 0;
+    }
+    const std::string which = args[0];
+    args.erase(args.begin());
     if (which == "suite") return runBenchSuite(args);
-    if (which == "report") return runBenchReport(args);
-    if (which == "compare") return runBenchCompare(args);
+    if (which == "report") return runChecked(kReportSpec, args, runBenchReport);
+    if (which == "compare") return runChecked(kCompareSpec, args, runBenchCompare);
     if (which == "codec") return runBenchCodec(args);
     if (which == "runtime") return runBenchRuntime(args);
-    throw Error("usage: zipmoe bench codec STORE | runtime [OPTIONS] | suite NAME [OPTIONS] | report DIR | compare DIR_A DIR_B");
+    throw Error("unknown bench sub-command '" + which + "'\n" + kBenchUsage);
   }
   if (command == "help" || command == "--help" || command == "-h") {
-    std::fputs(kUsage, stdout);
-    return 0;
+    if (args.empty()) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    // help COMMAND [SUB-COMMAND]: that command's --help.
+    const std::string what = args[0];
+    if (what == "help" || what == "--help" || what == "-h") throw Error("usage: zipmoe help [COMMAND [SUB-COMMAND]]");
+    args.erase(args.begin());
+    args.resize(std::min<size_t>(args.size(), 1));
+    args.push_back("--help");
+    return dispatch(what, std::move(args));
   }
   throw Error("unknown command '" + command + "'\n" + kUsage);
 }

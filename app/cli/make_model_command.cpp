@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
+#include "command_line.h"
 #include "commands.h"
 #include "terminal_progress.h"
 #include "zipmoe/error.h"
@@ -19,10 +21,22 @@
 namespace zipmoe::cli {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: zipmoe make-model --family F (--preset P | --config CONFIG_JSON) [--layers N] [--sigma S] "
-    "[--seed N] [--shard-size MB] OUT_DIR\n"
-    "       zipmoe make-model --list-presets";
+const CommandSpec& makeModelSpec() {
+  static const CommandSpec spec{
+      "zipmoe make-model --family F (--preset P | --config CONFIG_JSON) [OPTIONS] OUT_DIR\n"
+      "       zipmoe make-model --list-presets",
+      "Writes a generated Hugging Face model directory (random weights of a real or small shape).",
+      {{"--family", "F", "model family: " + supportedFamilyList()},
+       {"--preset", "P", "shape preset (--list-presets lists them)"},
+       {"--config", "CONFIG_JSON", "generate weights for this config.json instead of a preset"},
+       {"--layers", "N", "number of layers of a preset (1-100000)"},
+       {"--sigma", "S", "standard deviation of the weights (> 0)"},
+       {"--seed", "N", "random seed (0 or more)"},
+       {"--shard-size", "MB", "largest safetensors file, in MiB (1-1048576)"},
+       {"--list-presets", "", "list every family's presets and exit"}},
+      0, 1, ""};
+  return spec;
+}
 
 int listPresets() {
   for (ModelFamily family : allFamilies()) {
@@ -51,38 +65,27 @@ nlohmann::json readConfig(const std::string& path) {
 }  // namespace
 
 int runMakeModel(const Args& arguments) {
-  Args args = arguments;
-  if (takeFlag(args, "--list-presets")) {
-    expectPositionals(args, 0, kUsage);
+  const CommandSpec& spec = makeModelSpec();
+  const CommandLine line = CommandLine::parse(spec, arguments);
+  if (line.help()) return printUsage(spec);
+  const Args& args = line.positionals();
+  if (line.has("--list-presets")) {
+    if (!args.empty()) throw Error("make-model --list-presets takes no other argument\nusage: " + spec.synopsis);
     return listPresets();
   }
-  std::string familyText, presetText, configPath, text;
   TestModelOptions options;
-  const bool haveFamily = takeOption(args, "--family", familyText);
-  const bool havePreset = takeOption(args, "--preset", presetText);
-  const bool haveConfig = takeOption(args, "--config", configPath);
-  if (takeOption(args, "--layers", text)) {
-    const long long layers = parseInteger("--layers", text);
-    if (layers < 1 || layers > 100000) throw Error("make-model: --layers must be in 1..100000, got " + text);
-    options.layers = static_cast<int>(layers);
-  }
-  if (takeOption(args, "--sigma", text)) {
-    options.sigma = parseNumber("--sigma", text);
-    if (!(options.sigma > 0.0 && options.sigma < 1e30)) throw Error("make-model: --sigma must be positive, got " + text);
-  }
-  if (takeOption(args, "--seed", text)) {
-    const long long seed = parseInteger("--seed", text);
-    if (seed < 0) throw Error("make-model: --seed must not be negative, got " + text);
-    options.seed = static_cast<uint64_t>(seed);
-  }
-  if (takeOption(args, "--shard-size", text)) {
-    const long long megabytes = parseInteger("--shard-size", text);
-    if (megabytes < 1) throw Error("make-model: --shard-size (MB) must be at least 1, got " + text);
-    options.maxShardBytes = static_cast<uint64_t>(megabytes) << 20;
-  }
-  expectPositionals(args, 1, kUsage);
+  const bool haveFamily = line.has("--family"), havePreset = line.has("--preset"), haveConfig = line.has("--config");
+  const std::string familyText = line.text("--family", ""), presetText = line.text("--preset", ""),
+                    configPath = line.text("--config", "");
+  if (line.has("--layers")) options.layers = line.integer<int>("--layers", 1, 100000, 1);
+  if (line.has("--sigma")) options.sigma = line.number("--sigma", 0, 1e30, options.sigma);
+  if (line.has("--sigma") && !(options.sigma > 0)) throw Error("option --sigma: " + *line.text("--sigma") + " must be positive");
+  options.seed = line.integer<uint64_t>("--seed", 0, std::numeric_limits<uint64_t>::max(), options.seed);
+  if (line.has("--shard-size")) options.maxShardBytes = line.integer<uint64_t>("--shard-size", 1, 1 << 20, 1) << 20;
+  if (args.size() != 1) throw Error("expected 1 argument (OUT_DIR), got " + std::to_string(args.size()) + "\nusage: " + spec.synopsis);
+  if (haveFamily) parseFamily(familyText);  // named before anything is read
   const std::filesystem::path outDir = args[0];
-  if (havePreset == haveConfig) throw Error("make-model: give exactly one of --preset and --config\n" + std::string(kUsage));
+  if (havePreset == haveConfig) throw Error("make-model: give exactly one of --preset and --config\nusage: " + spec.synopsis);
 
   nlohmann::json config;
   if (haveConfig) {
@@ -91,7 +94,7 @@ int runMakeModel(const Args& arguments) {
     if (options.layers) throw Error("make-model: --layers applies to presets; edit num_hidden_layers in " + configPath);
     options.preset = "config " + configPath;
   } else {
-    if (!haveFamily) throw Error("make-model: --family is required with --preset\n" + std::string(kUsage));
+    if (!haveFamily) throw Error("make-model: --family is required with --preset\nusage: " + spec.synopsis);
     options.family = parseFamily(familyText);
     options.preset = presetText;
     config = testModelConfig(options);

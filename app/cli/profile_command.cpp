@@ -4,6 +4,7 @@
 // them and saves them (default STORE/profile.json), where the runtime finds them.
 #include <cstdio>
 
+#include "command_line.h"
 #include "commands.h"
 #include "zipmoe/engine.h"
 #include "zipmoe/error.h"
@@ -11,30 +12,28 @@
 namespace zipmoe::cli {
 
 int runProfile(const Args& arguments) {
-  Args args = arguments;
-  const std::string usage =
-      "zipmoe profile STORE [--buffered] [--out FILE] [--samples N] [--dtype auto|bf16|fp32] [--threads N]";
-  std::string v, out;
-  const ReadMode mode = takeFlag(args, "--buffered") ? ReadMode::Buffered : ReadMode::Direct;
-  takeOption(args, "--out", out);
-  int samples = 24, threads = 0;
+  static const CommandSpec spec{
+      "zipmoe profile STORE [OPTIONS]",
+      "Measures this machine's costs on STORE (u, v, c, recovery, whole-tensor read, expert FFN) and saves them.",
+      {{"--buffered", "", "page-cache reads instead of O_DIRECT"},
+       {"--out", "FILE", "where to save the profile (default STORE/profile.json)"},
+       {"--samples", "N", "expert tensors measured (1-100000, default 24)"},
+       {"--dtype", "auto|bf16|fp32", "compute type of the FFN measurement"},
+       {"--threads", "N", "libtorch threads (0 = default, up to 4096)"}},
+      1, 1, ""};
+  const CommandLine line = CommandLine::parse(spec, arguments);
+  if (line.help()) return printUsage(spec);
+  const ReadMode mode = line.has("--buffered") ? ReadMode::Buffered : ReadMode::Direct;
+  const std::string out = line.text("--out", "");
+  const int samples = line.integer<int>("--samples", 1, 100000, 24);
+  const int threads = line.integer<int>("--threads", 0, 4096, 0);
   ComputeDtype dtype = ComputeDtype::Auto;
-  if (takeOption(args, "--samples", v)) {
-    const long long n = parseInteger("--samples", v);
-    if (n < 1 || n > 100000) throw Error("option --samples must be in 1..100000, got " + v);
-    samples = static_cast<int>(n);
+  if (const auto v = line.text("--dtype")) {
+    if (*v == "bf16") dtype = ComputeDtype::BFloat16;
+    else if (*v == "fp32") dtype = ComputeDtype::Float32;
+    else if (*v != "auto") throw Error("option --dtype must be auto, bf16 or fp32, got '" + *v + "'");
   }
-  if (takeOption(args, "--dtype", v)) {
-    if (v == "bf16") dtype = ComputeDtype::BFloat16;
-    else if (v == "fp32") dtype = ComputeDtype::Float32;
-    else if (v != "auto") throw Error("option --dtype must be auto, bf16 or fp32, got '" + v + "'");
-  }
-  if (takeOption(args, "--threads", v)) {
-    const long long n = parseInteger("--threads", v);
-    if (n < 0 || n > 4096) throw Error("option --threads must be in 0..4096, got " + v);
-    threads = static_cast<int>(n);
-  }
-  expectPositionals(args, 1, usage);
+  const Args& args = line.positionals();
   const std::filesystem::path dir = args[0];
   const auto store = Store::open(dir);
   const CostProfile p = profileStore(*store, mode, dtype, threads, samples);

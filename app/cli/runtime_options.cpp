@@ -8,13 +8,33 @@
 
 namespace zipmoe::cli {
 
-uint64_t BudgetSpec::resolve(uint64_t expertBytes, uint64_t minimum) const {
-  if (!percent) return static_cast<uint64_t>(value);
-  return minimum + static_cast<uint64_t>(value / 100.0 * static_cast<double>(expertBytes));
+uint64_t budgetBytes(double percent, uint64_t expertBytes) {
+  return static_cast<uint64_t>(percent / 100.0 * static_cast<double>(expertBytes));
+}
+
+namespace {
+
+double checkedPercent(const std::string& option, const std::string& given, const std::string& number) {
+  double v = 0;
+  try {
+    v = parseNumberIn(option, number, 0, 100);
+  } catch (const Error&) {
+    throw Error("option " + option + ": '" + given + "' is not a percentage in (0, 100] of the expert bytes");
+  }
+  if (!(v > 0)) throw Error("option " + option + ": '" + given + "' is not a percentage in (0, 100] of the expert bytes");
+  return v;
+}
+
+}  // namespace
+
+double parseBudgetPercent(const std::string& option, const std::string& text) {
+  const std::string number = !text.empty() && text.back() == '%' ? text.substr(0, text.size() - 1) : text;
+  return checkedPercent(option, text, number);
 }
 
 BudgetSpec parseBudget(const std::string& option, const std::string& text) {
   BudgetSpec b;
+  b.text = text;
   std::string number = text;
   double scale = 1;
   auto endsWith = [&](const std::string& suffix) {
@@ -24,15 +44,38 @@ BudgetSpec parseBudget(const std::string& option, const std::string& text) {
     }
     return false;
   };
-  if (endsWith("%")) b.percent = true;
-  else if (endsWith("GiB") || endsWith("G")) scale = 1024.0 * 1024 * 1024;
+  if (endsWith("%")) {
+    b.percent = true;
+    b.value = checkedPercent(option, text, number);
+    return b;
+  }
+  if (endsWith("GiB") || endsWith("G")) scale = 1024.0 * 1024 * 1024;
   else if (endsWith("MiB") || endsWith("M")) scale = 1024.0 * 1024;
   else if (endsWith("KiB") || endsWith("K")) scale = 1024.0;
-  const double v = parseNumber(option, number);
-  if (!(v >= 0) || !std::isfinite(v) || (b.percent && v > 1000))
-    throw Error("option " + option + ": '" + text + "' is not a valid budget (bytes with K/M/G suffix, or a percentage)");
-  b.value = b.percent ? v : v * scale;
+  double v = 0;
+  try {
+    v = parseNumberIn(option, number, 0, 1e300);
+  } catch (const Error&) {
+    throw Error("option " + option + ": '" + text + "' is not a budget (bytes with an optional K/M/G or KiB/MiB/GiB suffix, "
+                "or PCT% of the expert bytes)");
+  }
+  b.value = std::floor(v * scale);
+  if (!(b.value >= 1) || b.value > 0x1p62)
+    throw Error("option " + option + ": '" + text + "' is out of range (1 byte to 4 EiB)");
   return b;
+}
+
+void requireMinimumBudget(const BudgetSpec& budget, uint64_t bytes, uint64_t minimum, uint64_t expertBytes) {
+  if (bytes >= minimum) return;
+  const auto mib = [](uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "--budget %s is %.2f MiB (%llu bytes), below the minimum this model needs, %.2f MiB (%llu bytes, "
+                "%.1f%% of its %.2f MiB of expert bytes): the runtime's working set of staging and output slots",
+                budget.text.c_str(), mib(bytes), static_cast<unsigned long long>(bytes), mib(minimum),
+                static_cast<unsigned long long>(minimum),
+                expertBytes ? 100.0 * static_cast<double>(minimum) / static_cast<double>(expertBytes) : 0.0, mib(expertBytes));
+  throw Error(buf);
 }
 
 unsigned parsePools(const std::string& text) {
@@ -55,60 +98,74 @@ std::string poolsText(unsigned mask) {
   return s;
 }
 
-std::optional<BudgetSpec> parseRuntimeOptions(Args& args, EngineOptions& engine) {
-  std::string v;
+const std::vector<OptionSpec>& runtimeOptionSpecs() {
+  static const std::vector<OptionSpec> specs = {
+      {"--budget", "SIZE|PCT%", "run the experts through the runtime under this memory budget: bytes (K/M/G suffix) or PCT% (0-100) of the expert bytes, working set included"},
+      {"--pools", "FCSE", "the ZipMoE pools to use (any of F, C, S, E)"},
+      {"--offload", "zipmoe|full", "ZipMoE (default) or full-tensor offloading (needs --checkpoint)"},
+      {"--checkpoint", "HF_DIR", "the BF16 checkpoint the full-tensor baseline reads"},
+      {"--eviction", "zipmoe|lru|fifo|lfu|marking", "the cache's eviction policy"},
+      {"--no-plan", "", "a fixed equal split of the pools instead of the planner's"},
+      {"--fifo-schedule", "", "request order instead of Algorithm 1"},
+      {"--workers", "L", "decompression workers (1-256)"},
+      {"--buffered", "", "page-cache reads instead of O_DIRECT"},
+      {"--profile", "FILE", "the cost profile (default STORE/profile.json)"},
+      {"--replay-trace", "TSV", "force each token's routing from an activation trace"},
+      {"--trace-prompt", "N", "the trace's prompt to replay (default 0)"},
+  };
+  return specs;
+}
+
+std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOptions& engine) {
   RuntimeOptions r;
   std::optional<BudgetSpec> budget;
   bool any = false;
-  if (takeOption(args, "--budget", v)) budget = parseBudget("--budget", v);
-  if (takeOption(args, "--pools", v)) {
-    r.pools = parsePools(v);
+  if (const auto v = line.text("--budget")) budget = parseBudget("--budget", *v);
+  if (const auto v = line.text("--pools")) {
+    r.pools = parsePools(*v);
     any = true;
   }
-  if (takeOption(args, "--offload", v)) {
-    if (v == "zipmoe") r.mode = OffloadMode::ZipMoE;
-    else if (v == "full") r.mode = OffloadMode::FullTensor;
-    else throw Error("option --offload must be zipmoe or full, got '" + v + "'");
+  if (const auto v = line.text("--offload")) {
+    if (*v == "zipmoe") r.mode = OffloadMode::ZipMoE;
+    else if (*v == "full") r.mode = OffloadMode::FullTensor;
+    else throw Error("option --offload must be zipmoe or full, got '" + *v + "'");
     any = true;
   }
-  if (takeOption(args, "--checkpoint", v)) {
-    r.checkpointDir = v;
+  if (const auto v = line.text("--checkpoint")) {
+    r.checkpointDir = *v;
     any = true;
   }
-  if (takeOption(args, "--eviction", v)) {
-    r.eviction = parseEvictionPolicy(v);
+  if (const auto v = line.text("--eviction")) {
+    r.eviction = parseEvictionPolicy(*v);
     any = true;
   }
-  if (takeFlag(args, "--no-plan")) {
+  if (line.has("--no-plan")) {
     r.planning = false;
     any = true;
   }
-  if (takeFlag(args, "--fifo-schedule")) {
+  if (line.has("--fifo-schedule")) {
     r.fifoSchedule = true;
     any = true;
   }
-  if (takeOption(args, "--workers", v)) {
-    const long long n = parseInteger("--workers", v);
-    if (n < 1 || n > 256) throw Error("option --workers must be in 1..256, got " + v);
-    r.decompressWorkers = static_cast<int>(n);
+  if (line.has("--workers")) {
+    r.decompressWorkers = line.integer<int>("--workers", 1, 256, 0);
     any = true;
   }
-  if (takeFlag(args, "--buffered")) {
+  if (line.has("--buffered")) {
     r.readMode = ReadMode::Buffered;
     any = true;
   }
-  if (takeOption(args, "--profile", v)) engine.profilePath = v;
-  if (takeOption(args, "--replay-trace", v)) engine.replayTrace = v;
-  if (takeOption(args, "--trace-prompt", v)) {
-    const long long n = parseInteger("--trace-prompt", v);
-    if (n < 0) throw Error("option --trace-prompt must not be negative, got " + v);
-    engine.replayPrompt = static_cast<int>(n);
+  if (const auto v = line.text("--profile")) engine.profilePath = *v;
+  if (const auto v = line.text("--replay-trace")) engine.replayTrace = *v;
+  if (line.has("--trace-prompt")) {
+    if (!line.has("--replay-trace")) throw Error("option --trace-prompt picks a prompt of --replay-trace TSV: give that too");
+    engine.replayPrompt = line.integer<int>("--trace-prompt", 0, 1 << 30, 0);
   }
   if (any && !budget) throw Error("runtime options need --budget SIZE|PCT% (without it every expert is resident)");
   if (r.mode == OffloadMode::FullTensor && r.checkpointDir.empty())
     throw Error("--offload full reads whole BF16 tensors from the HF checkpoint: give --checkpoint HF_DIR");
   if (budget) {
-    r.budgetBytes = budget->percent ? 0 : static_cast<uint64_t>(budget->value);
+    r.budgetBytes = UINT64_MAX / 4;  // every expert allowed until the model's size is known (openEngine)
     engine.runtime = r;
   }
   return budget;
@@ -116,12 +173,16 @@ std::optional<BudgetSpec> parseRuntimeOptions(Args& args, EngineOptions& engine)
 
 std::unique_ptr<Engine> openEngine(const std::filesystem::path& dir, EngineOptions options,
                                    const std::optional<BudgetSpec>& budget) {
-  if (options.runtime && budget && budget->percent) options.runtime->budgetBytes = UINT64_MAX / 4;
   if (!options.onStatus) options.onStatus = [](const std::string& s) { std::fprintf(stderr, "zipmoe: %s\n", s.c_str()); };
   auto engine = Engine::open(dir, options);
-  if (engine->runtime() && budget && budget->percent) {
-    engine->setMemoryBudget(budget->resolve(engine->runtime()->expertBytes(), engine->runtime()->minimumBudget()));
-    engine->runtime()->waitForPlan();
+  if (ExpertRuntime* rt = engine->runtime(); rt && budget) {
+    const uint64_t bytes = budget->bytes(rt->expertBytes());
+    requireMinimumBudget(*budget, bytes, rt->minimumBudget(), rt->expertBytes());
+    std::fprintf(stderr, "zipmoe: --budget %s: %llu bytes of %llu bytes of experts (BF16); its working set, %llu bytes, is part of it\n",
+                 budget->text.c_str(), static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(rt->expertBytes()),
+                 static_cast<unsigned long long>(rt->minimumBudget()));
+    engine->setMemoryBudget(bytes);
+    rt->waitForPlan();
   }
   return engine;
 }

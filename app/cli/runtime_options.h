@@ -1,7 +1,8 @@
 // Command-line options of the expert runtime, shared by generate, chat and bench:
-//   --budget SIZE|PCT%   expert memory budget: bytes with an optional KiB/MiB/GiB suffix, or a
-//                        percentage of the model's expert bytes (BF16). Without it, every expert is
-//                        resident (no runtime).
+//   --budget SIZE|PCT%   expert memory budget: bytes with an optional K/M/G (KiB/MiB/GiB) suffix,
+//                        or PCT% (0 < PCT <= 100) of the model's expert bytes in BF16. Either way it
+//                        is the whole budget, the runtime's working set included (budgetBytes()).
+//                        Without it, every expert is resident (no runtime).
 //   --pools FCSE         enabled ZipMoE pools (any non-empty subset of the letters F, C, S, E)
 //   --offload zipmoe|full   ZipMoE (default) or full-tensor offloading (needs --checkpoint HF_DIR)
 //   --eviction zipmoe|lru|fifo|lfu|marking   --no-plan (fixed equal split)   --fifo-schedule
@@ -13,32 +14,44 @@
 #include <optional>
 #include <string>
 
+#include "command_line.h"
 #include "commands.h"
 #include "zipmoe/engine.h"
 
 namespace zipmoe::cli {
 
+// What `--budget N%` means, everywhere (generate, chat, bench runtime, bench suite): N % of the
+// model's routed expert bytes in BF16 (ExpertRuntime::expertBytes()), as the whole budget — the
+// working set (staging and output slots) comes out of it, it is not added. The same figure the
+// bench suites and docs/BENCHMARKS.md report and the app's budget page sets.
+uint64_t budgetBytes(double percent, uint64_t expertBytes);
+// The percentage text of bench's --budget/--budgets items: "25" or "25%", 0 < N <= 100.
+double parseBudgetPercent(const std::string& option, const std::string& text);
+
 struct BudgetSpec {
   bool percent = false;
   double value = 0;  // bytes, or percent of expert bytes
-  uint64_t resolve(uint64_t expertBytes, uint64_t minimum) const;
+  std::string text;  // as given
+  uint64_t bytes(uint64_t expertBytes) const { return percent ? budgetBytes(value, expertBytes) : static_cast<uint64_t>(value); }
 };
+// SIZE (K/M/G, KiB/MiB/GiB; at least 1 byte) or PCT% (0 < PCT <= 100); throws Error naming option and text.
 BudgetSpec parseBudget(const std::string& option, const std::string& text);
+// Throws an Error naming the budget, its bytes and the runtime's minimum (in bytes and as a
+// percentage of the expert bytes) when `bytes` is below `minimum`: a budget is refused, not raised.
+void requireMinimumBudget(const BudgetSpec& budget, uint64_t bytes, uint64_t minimum, uint64_t expertBytes);
 unsigned parsePools(const std::string& text);
 std::string poolsText(unsigned mask);
 
-// Takes the runtime options out of args into `engine` (runtime set only with --budget). Returns the
+// The runtime options, one OptionSpec each, for a command's spec.
+const std::vector<OptionSpec>& runtimeOptionSpecs();
+// Reads the runtime options into `engine` (the runtime is set only with --budget). Returns the
 // budget to apply once the runtime exists (percentages need the model's size).
-std::optional<BudgetSpec> parseRuntimeOptions(Args& args, EngineOptions& engine);
-// Opens the engine; applies a percentage budget (the runtime opens at its minimum, then the budget is set).
+std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOptions& engine);
+// Opens the engine; the runtime opens with every expert allowed, then the budget is checked against
+// its minimum and set.
 std::unique_ptr<Engine> openEngine(const std::filesystem::path& dir, EngineOptions options,
                                    const std::optional<BudgetSpec>& budget);
 // A one-paragraph summary of the runtime's state after a run (pools, hits, bytes, makespans).
 std::string describeRuntime(const ExpertRuntime& runtime);
-
-constexpr const char* kRuntimeUsage =
-    "[--budget SIZE|PCT%] [--pools FCSE] [--offload zipmoe|full --checkpoint HF_DIR] "
-    "[--eviction zipmoe|lru|fifo|lfu|marking] [--no-plan] [--fifo-schedule] [--workers L] [--buffered] "
-    "[--profile FILE] [--replay-trace TSV [--trace-prompt N]]";
 
 }  // namespace zipmoe::cli

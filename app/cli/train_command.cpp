@@ -18,21 +18,51 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "train/demo_trainer.h"
+#include "command_line.h"
 #include "commands.h"
 #include "zipmoe/error.h"
 
 namespace zipmoe::cli {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: zipmoe train-demo --corpus FILE --out DIR [--steps N] [--layers L] [--hidden H] [--experts E] "
-    "[--vocab V] [--context T] [--batch B] [--lr X] [--seed S] [--threads N] [--resume CKPT] [--sample] "
-    "[--intermediate I] [--heads N] [--kv-heads N] [--top-k K] [--warmup N] [--aux-loss X] [--eval-every N] "
-    "[--checkpoint FILE] [--checkpoint-every N] [--eval-windows N] [--routing-tokens N] [--sample-tokens N] "
-    "[--bf16-autocast]";
+const CommandSpec& trainSpec() {
+  static const CommandSpec spec{
+      "zipmoe train-demo --corpus FILE --out DIR [OPTIONS]",
+      "Trains the demo MoE model (byte-level BPE + Mixtral) on a corpus and exports it as a BF16 HF directory.",
+      {{"--corpus", "FILE", "the training text (required)"},
+       {"--out", "DIR", "the exported HF directory (required)"},
+       {"--steps", "N", "optimizer steps"},
+       {"--layers", "L", "transformer layers"},
+       {"--hidden", "H", "hidden size"},
+       {"--intermediate", "I", "expert FFN size (0 = 2 × hidden)"},
+       {"--heads", "N", "attention heads"},
+       {"--kv-heads", "N", "key/value heads"},
+       {"--experts", "E", "experts per layer"},
+       {"--top-k", "K", "experts per token"},
+       {"--vocab", "V", "BPE vocabulary size"},
+       {"--context", "T", "training context length"},
+       {"--batch", "B", "sequences per step"},
+       {"--warmup", "N", "learning-rate warm-up steps"},
+       {"--lr", "X", "peak learning rate"},
+       {"--aux-loss", "X", "load-balancing loss coefficient"},
+       {"--seed", "S", "random seed (0 or more)"},
+       {"--threads", "N", "libtorch threads (1-1024)"},
+       {"--resume", "CKPT", "continue from this checkpoint"},
+       {"--checkpoint", "FILE", "where checkpoints go (default: the system temp folder)"},
+       {"--checkpoint-every", "N", "steps between checkpoints (and re-exports)"},
+       {"--eval-every", "N", "steps between validation losses"},
+       {"--eval-windows", "N", "validation windows during training"},
+       {"--routing-tokens", "N", "corpus tokens counted for the router entropy"},
+       {"--sample-tokens", "N", "tokens of the --sample text"},
+       {"--sample", "", "print generated text at the end"},
+       {"--bf16-autocast", "", "train the matmuls in bf16"}},
+      0, 0, ""};
+  return spec;
+}
 
 std::string readCorpus(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -41,16 +71,6 @@ std::string readCorpus(const std::string& path) {
   text << in.rdbuf();
   if (text.str().empty()) throw Error("train-demo: --corpus " + path + " is empty");
   return text.str();
-}
-
-int64_t integerOption(Args& args, const std::string& name, int64_t fallback) {
-  std::string text;
-  return takeOption(args, name, text) ? parseInteger(name, text) : fallback;
-}
-
-double numberOption(Args& args, const std::string& name, double fallback) {
-  std::string text;
-  return takeOption(args, name, text) ? parseNumber(name, text) : fallback;
 }
 
 void printRouting(train::DemoTrainer& trainer, int64_t maxTokens) {
@@ -72,48 +92,42 @@ void printRouting(train::DemoTrainer& trainer, int64_t maxTokens) {
 }  // namespace
 
 int runTrainDemo(const Args& arguments) {
-  Args args = arguments;
-  std::string corpusPath, outDir, resume, checkpoint;
-  if (!takeOption(args, "--corpus", corpusPath)) throw Error("train-demo: --corpus FILE is required\n" + std::string(kUsage));
-  if (!takeOption(args, "--out", outDir)) throw Error("train-demo: --out DIR is required\n" + std::string(kUsage));
-  takeOption(args, "--resume", resume);
-  takeOption(args, "--checkpoint", checkpoint);
+  const CommandSpec& spec = trainSpec();
+  const CommandLine line = CommandLine::parse(spec, arguments);
+  if (line.help()) return printUsage(spec);
+  const auto corpusPathText = line.text("--corpus"), outDirText = line.text("--out");
+  if (!corpusPathText) throw Error("train-demo: --corpus FILE is required\nusage: " + spec.synopsis);
+  if (!outDirText) throw Error("train-demo: --out DIR is required\nusage: " + spec.synopsis);
+  const std::string corpusPath = *corpusPathText, outDir = *outDirText, resume = line.text("--resume", "");
+  std::string checkpoint = line.text("--checkpoint", "");
+  constexpr int64_t kMax = int64_t{1} << 40;
+  const auto integer = [&line](const char* name, int64_t min, int64_t fallback) {
+    return line.integer<int64_t>(name, min, kMax, fallback);
+  };
   train::DemoTrainOptions o;
-  o.steps = integerOption(args, "--steps", o.steps);
-  o.layers = integerOption(args, "--layers", o.layers);
-  o.hidden = integerOption(args, "--hidden", o.hidden);
-  o.intermediate = integerOption(args, "--intermediate", o.intermediate);
-  o.heads = integerOption(args, "--heads", o.heads);
-  o.kvHeads = integerOption(args, "--kv-heads", o.kvHeads);
-  o.experts = integerOption(args, "--experts", o.experts);
-  o.topK = integerOption(args, "--top-k", o.topK);
-  o.vocab = integerOption(args, "--vocab", o.vocab);
-  o.context = integerOption(args, "--context", o.context);
-  o.batch = integerOption(args, "--batch", o.batch);
-  o.warmup = integerOption(args, "--warmup", o.warmup);
-  o.lr = numberOption(args, "--lr", o.lr);
-  o.auxLossCoef = numberOption(args, "--aux-loss", o.auxLossCoef);
-  const int64_t seed = integerOption(args, "--seed", static_cast<int64_t>(o.seed));
-  if (seed < 0) throw Error("train-demo: --seed " + std::to_string(seed) + ": must not be negative");
-  o.seed = static_cast<uint64_t>(seed);
-  const int64_t threads = integerOption(args, "--threads", o.threads);
-  if (threads < 1 || threads > 1024) throw Error("train-demo: --threads " + std::to_string(threads) + ": must be in 1..1024");
-  o.threads = static_cast<int>(threads);
-  const int64_t evalEvery = integerOption(args, "--eval-every", 100);
-  const int64_t evalWindows = integerOption(args, "--eval-windows", 16);
-  const int64_t routingTokens = integerOption(args, "--routing-tokens", int64_t{1} << 40);
-  const int64_t sampleTokens = integerOption(args, "--sample-tokens", 200);
-  if (evalWindows < 1) throw Error("train-demo: --eval-windows " + std::to_string(evalWindows) + ": must be at least 1");
-  if (routingTokens < 1)
-    throw Error("train-demo: --routing-tokens " + std::to_string(routingTokens) + ": must be at least 1");
-  if (sampleTokens < 1) throw Error("train-demo: --sample-tokens " + std::to_string(sampleTokens) + ": must be at least 1");
-  const int64_t checkpointEvery = integerOption(args, "--checkpoint-every", 200);
-  if (evalEvery < 1) throw Error("train-demo: --eval-every " + std::to_string(evalEvery) + ": must be at least 1");
-  if (checkpointEvery < 1)
-    throw Error("train-demo: --checkpoint-every " + std::to_string(checkpointEvery) + ": must be at least 1");
-  o.bf16Autocast = takeFlag(args, "--bf16-autocast");
-  const bool sample = takeFlag(args, "--sample");
-  expectPositionals(args, 0, kUsage);
+  o.steps = integer("--steps", 1, o.steps);
+  o.layers = integer("--layers", 1, o.layers);
+  o.hidden = integer("--hidden", 1, o.hidden);
+  o.intermediate = integer("--intermediate", 0, o.intermediate);
+  o.heads = integer("--heads", 1, o.heads);
+  o.kvHeads = integer("--kv-heads", 1, o.kvHeads);
+  o.experts = integer("--experts", 1, o.experts);
+  o.topK = integer("--top-k", 1, o.topK);
+  o.vocab = integer("--vocab", 1, o.vocab);
+  o.context = integer("--context", 1, o.context);
+  o.batch = integer("--batch", 1, o.batch);
+  o.warmup = integer("--warmup", 0, o.warmup);
+  o.lr = line.number("--lr", 0, 1e6, o.lr);
+  o.auxLossCoef = line.number("--aux-loss", 0, 1e6, o.auxLossCoef);
+  o.seed = line.integer<uint64_t>("--seed", 0, std::numeric_limits<uint64_t>::max(), o.seed);
+  o.threads = line.integer<int>("--threads", 1, 1024, o.threads);
+  const int64_t evalEvery = integer("--eval-every", 1, 100);
+  const int64_t evalWindows = integer("--eval-windows", 1, 16);
+  const int64_t routingTokens = integer("--routing-tokens", 1, kMax);
+  const int64_t sampleTokens = integer("--sample-tokens", 1, 200);
+  const int64_t checkpointEvery = integer("--checkpoint-every", 1, 200);
+  o.bf16Autocast = line.has("--bf16-autocast");
+  const bool sample = line.has("--sample");
   train::validateOptions(o);
   if (checkpoint.empty())
     checkpoint = (std::filesystem::temp_directory_path() /

@@ -177,7 +177,7 @@ class TestCli : public QObject {
 
   void runtimeProfileTraceAndBench() {
     TempDir tmp;
-    Run r = runCli({"make-model", "--family", "qwen2_moe", "--preset", "tiny", "--layers", "2", path(tmp / "hf")});
+    Run r = runCli({"make-model", "--family", "qwen2_moe", "--preset", "small", "--layers", "2", path(tmp / "hf")});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
     r = runCli({"convert", path(tmp / "hf"), path(tmp / "store")});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
@@ -209,18 +209,18 @@ class TestCli : public QObject {
     r = runCli(gen);
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
     const QString resident = r.out;
-    r = runCli(gen + QStringList{"--budget", "30%", "--trace", path(tmp / "t.json")});
+    r = runCli(gen + QStringList{"--budget", "60%", "--trace", path(tmp / "t.json")});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
     QCOMPARE(r.out, resident);  // bit-identical experts, the same greedy reply
     QVERIFY2(r.err.contains("zipmoe: budget") && r.err.contains("lower bound"), qPrintable(r.err));
     QFile traceJson(path(tmp / "t.json"));
     QVERIFY(traceJson.open(QIODevice::ReadOnly));
     QVERIFY(QJsonDocument::fromJson(traceJson.readAll()).object()["traceEvents"].toArray().size() > 10);
-    r = runCli(gen + QStringList{"--budget", "40%", "--offload", "full", "--checkpoint", path(tmp / "hf"), "--eviction", "lfu"});
+    r = runCli(gen + QStringList{"--budget", "50%", "--offload", "full", "--checkpoint", path(tmp / "hf"), "--eviction", "lfu"});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
     QCOMPARE(r.out, resident);
     QVERIFY2(r.err.contains("full-tensor lfu"), qPrintable(r.err));
-    r = runCli(gen + QStringList{"--budget", "20%", "--pools", "FS", "--replay-trace", path(tmp / "trace.tsv")});
+    r = runCli(gen + QStringList{"--budget", "50%", "--pools", "FS", "--replay-trace", path(tmp / "trace.tsv")});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
 
     r = runCli(gen + QStringList{"--budget", "1"});
@@ -239,7 +239,7 @@ class TestCli : public QObject {
     QCOMPARE(r.exitCode, 1);
     QVERIFY2(r.err.contains("zipmoe convert"), qPrintable(r.err));
 
-    r = runCli({"bench", "runtime", "--hf", path(tmp / "hf"), "--store", path(tmp / "store"), "--budgets", "250,400",
+    r = runCli({"bench", "runtime", "--hf", path(tmp / "hf"), "--store", path(tmp / "store"), "--budgets", "60,90",
                 "--tokens", "4", "--warmup", "1", "--prompt-tokens", "3", "--trace-file", path(tmp / "trace.tsv"),
                 "--systems", "zipmoe,zipmoe:FS,full-lru", "--json", path(tmp / "bench.json")});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
@@ -250,8 +250,8 @@ class TestCli : public QObject {
 
     // Every evaluation suite, tiny settings: JSON results, figure specs, and their PNGs.
     const QStringList suite = {"--hf", path(tmp / "hf"), "--store", path(tmp / "store"), "--label", "tiny",
-                               "--trace-file", path(tmp / "trace.tsv"), "--out", path(tmp / "suites"), "--budgets", "250,400",
-                               "--budget", "300", "--batches", "1,2", "--lengths", "2,4", "--workers-list", "1,2",
+                               "--trace-file", path(tmp / "trace.tsv"), "--out", path(tmp / "suites"), "--budgets", "60,90",
+                               "--budget", "75", "--batches", "1,2", "--lengths", "2,4", "--workers-list", "1,2",
                                "--tokens", "4", "--warmup", "1", "--prompt-tokens", "3", "--prompts", "0"};
     r = runCli(QStringList{"bench", "suite", "all"} + suite);
     QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
@@ -282,7 +282,7 @@ class TestCli : public QObject {
     r = runCli(QStringList{"bench", "suite", "budget", "--repeat", "3"} + repeated);
     QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
     QVERIFY2(r.err.contains("to prime 18 measurements"), qPrintable(r.err));  // 2 budgets × 3 systems × 3 rounds
-    QVERIFY2(r.out.contains("250 % #3") && r.out.contains("400 % median"), qPrintable(r.out));
+    QVERIFY2(r.out.contains("60 % #3") && r.out.contains("90 % median"), qPrintable(r.out));
     {
       QFile f(path(tmp / "repeated" / "budget-tiny.json"));
       QVERIFY(f.open(QIODevice::ReadOnly));
@@ -345,6 +345,213 @@ class TestCli : public QObject {
     QCOMPARE(r.exitCode, 1);
     QVERIFY2(r.err.contains("gpt2") && r.err.contains("mixtral"), qPrintable(r.err));
   }
+
+  // `--help` (and `-h`, and `zipmoe help COMMAND`) prints every command's and sub-command's usage,
+  // exits 0 and does no work: the working directory stays empty (bench suite used to generate a
+  // 10 GB model under out/bench before it looked at its arguments).
+  void helpPrintsUsageOfEveryCommandAndDoesNoWork() {
+    TempDir cwd;
+    const auto runIn = [&cwd](const QStringList& args) {
+      QProcess p;
+      p.setWorkingDirectory(path(cwd.path()));
+      p.start(ZIPMOE_CLI_PATH, args);
+      if (!p.waitForFinished(120000)) {  // a generous bound for the condition "it ended"; help does no work
+        p.kill();
+        p.waitForFinished();
+      }
+      return Run{p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAllStandardOutput()),
+                 QString::fromUtf8(p.readAllStandardError())};
+    };
+    const QList<QPair<QStringList, QStringList>> commands = {
+        {{"convert"}, {"usage: zipmoe convert HF_DIR OUT_DIR", "--codec C", "--shards K"}},
+        {{"inspect"}, {"usage: zipmoe inspect STORE"}},
+        {{"verify"}, {"usage: zipmoe verify STORE HF_DIR"}},
+        {{"make-model"}, {"usage: zipmoe make-model", "--family F", "--list-presets"}},
+        {{"info"}, {"usage: zipmoe info"}},
+        {{"generate"}, {"usage: zipmoe generate MODEL", "--prompt TEXT", "--budget SIZE|PCT%", "--stop STR", "--trace OUT.json"}},
+        {{"chat"}, {"usage: zipmoe chat MODEL", "--budget SIZE|PCT%", "--system TEXT"}},
+        {{"train-demo"}, {"usage: zipmoe train-demo", "--corpus FILE", "--bf16-autocast"}},
+        {{"profile"}, {"usage: zipmoe profile STORE", "--samples N"}},
+        {{"bench"}, {"codec STORE", "runtime", "suite NAME", "report DIR", "compare DIR_A DIR_B"}},
+        {{"bench", "codec"}, {"usage: zipmoe bench codec STORE", "--codecs LIST"}},
+        {{"bench", "runtime"}, {"usage: zipmoe bench runtime", "--budgets LIST", "--systems LIST", "--json OUT"}},
+        {{"bench", "suite"}, {"usage: zipmoe bench suite NAME", "budget", "scheduler", "--budgets LIST", "--repeat N", "full-lru"}},
+        {{"bench", "suite", "budget"}, {"usage: zipmoe bench suite NAME", "--workload"}},
+        {{"bench", "report"}, {"usage: zipmoe bench report DIR", "--workload LABEL"}},
+        {{"bench", "compare"}, {"usage: zipmoe bench compare DIR_A DIR_B", "--tolerance PCT", "--all"}},
+    };
+    for (const auto& [command, expected] : commands) {
+      for (const char* flag : {"--help", "-h"}) {
+        const Run r = runIn(command + QStringList{flag});
+        const QString what = command.join(' ') + " " + flag;
+        QVERIFY2(r.exitCode == 0, qPrintable(what + ": " + r.err));
+        for (const QString& s : expected) QVERIFY2(r.out.contains(s), qPrintable(what + " lacks '" + s + "':\n" + r.out));
+      }
+      // `zipmoe help COMMAND` is `zipmoe COMMAND --help`.
+      const Run r = runIn(QStringList{"help"} + command);
+      QVERIFY2(r.exitCode == 0, qPrintable(command.join(' ') + ": " + r.err));
+      QCOMPARE(r.out, runIn(command + QStringList{"--help"}).out);
+    }
+    // --help wins over anything else on the line, and a value that reads "--help" is a value.
+    Run r = runIn({"bench", "suite", "budget", "--bogus", "--help"});
+    QVERIFY2(r.exitCode == 0 && r.out.contains("usage: zipmoe bench suite"), qPrintable(r.err));
+    r = runIn({"help"});
+    QVERIFY2(r.exitCode == 0 && r.out.contains("commands:") && r.out.contains("--budget SIZE|PCT%"), qPrintable(r.err));
+    const auto left = std::distance(std::filesystem::directory_iterator(cwd.path()), std::filesystem::directory_iterator());
+    QVERIFY2(left == 0, "help wrote files into the working directory");
+  }
+
+  // Every option is checked before anything is generated, converted or loaded; each refusal names
+  // the option and the value. Run in an empty directory, which stays empty (the default --workdir
+  // out/bench would hold a generated model otherwise).
+  void badCommandLinesAreRefusedBeforeAnyWork() {
+    TempDir cwd;
+    const auto runIn = [&cwd](const QStringList& args) {
+      QProcess p;
+      p.setWorkingDirectory(path(cwd.path()));
+      p.start(ZIPMOE_CLI_PATH, args);
+      if (!p.waitForFinished(120000)) {
+        p.kill();
+        p.waitForFinished();
+      }
+      return Run{p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAllStandardOutput()),
+                 QString::fromUtf8(p.readAllStandardError())};
+    };
+    const QList<QPair<QStringList, QStringList>> refused = {
+        {{"bench", "suite", "budget", "--bogus"}, {"unknown option '--bogus'"}},
+        {{"bench", "suite", "nosuch"}, {"unknown suite 'nosuch'"}},
+        {{"bench", "suite"}, {"expected 1 argument, got 0"}},
+        {{"bench", "suite", "budget", "--systems", "zipmoe,nosuch"}, {"unknown system 'nosuch'"}},
+        {{"bench", "suite", "budget", "--systems", "zipmoe-workers:4294967297"}, {"zipmoe-workers:4294967297", "out of range"}},
+        {{"bench", "suite", "budget", "--budgets", "25,150"}, {"--budgets", "'150'"}},
+        {{"bench", "suite", "batch", "--batches", "1,,4"}, {"--batches", "empty item"}},
+        {{"bench", "suite", "length", "--repeat", "4294967297"}, {"--repeat", "4294967297", "out of range"}},
+        {{"bench", "suite", "budget", "--tokens"}, {"option --tokens needs a value"}},
+        {{"bench", "runtime", "--budgets", "nan"}, {"--budgets", "'nan'"}},
+        {{"bench", "runtime", "--layers", "4294967304"}, {"--layers", "4294967304", "out of range"}},
+        {{"bench", "runtime", "--systems", "bogus"}, {"unknown system 'bogus'"}},
+        {{"bench", "codec", "store", "--repeat", "-1"}, {"--repeat", "-1"}},
+        {{"bench", "codec", "store", "--sample-mb", "18446744073709551617"}, {"--sample-mb", "18446744073709551617"}},
+        {{"bench", "report", "dir", "--bogus"}, {"unknown option '--bogus'"}},
+        {{"bench", "frob"}, {"unknown bench sub-command 'frob'"}},
+        {{"convert", "a", "b", "--shards", "4294967300"}, {"--shards", "4294967300", "out of range"}},
+        {{"convert", "a", "b", "--level", "2147483653"}, {"--level", "2147483653", "out of range"}},
+        {{"make-model", "--family", "mixtral", "--preset", "tiny", "--layers", "4294967297", "m"}, {"--layers", "4294967297"}},
+        {{"make-model", "--family", "mixtral", "--preset", "tiny", "--sigma", "inf", "m"}, {"--sigma", "'inf'"}},
+        {{"generate", "model", "--prompt", "x", "--budget", "150%"}, {"--budget", "'150%'"}},
+        {{"generate", "model", "--prompt", "x", "--budget", "-1"}, {"--budget", "'-1'"}},
+        {{"generate", "model", "--prompt", "x", "--budget", "10XB"}, {"--budget", "'10XB'"}},
+        {{"generate", "model", "--prompt", "x", "--budget", "0%"}, {"--budget", "'0%'"}},
+        {{"generate", "model", "--prompt", "x", "--temperature", "nan"}, {"--temperature", "'nan'"}},
+        {{"generate", "model", "--prompt", "x", "--top-p", "0.5x"}, {"--top-p", "'0.5x'"}},
+        {{"generate", "model", "--prompt", "x", "--max-tokens", "4294967297"}, {"--max-tokens", "4294967297"}},
+        {{"generate", "model", "--prompt", "x", "--seed", "-1"}, {"--seed", "-1"}},
+        {{"generate", "model", "--prompt", "x", "--max-tokens", "3", "--max-tokens", "4"}, {"--max-tokens is given more than once"}},
+        {{"generate", "model", "--prompt", "x", "--budget", "50%", "--trace-prompt", "4294967296"}, {"--trace-prompt"}},
+        {{"chat", "model", "--workers", "2"}, {"--budget"}},
+        {{"profile", "store", "--samples", "0"}, {"--samples", "out of range"}},
+        {{"train-demo", "--corpus", "c", "--out", "o", "--threads", "4294967297"}, {"--threads", "4294967297"}},
+        {{"info", "extra"}, {"'extra' is one too many"}},
+    };
+    for (const auto& [args, expected] : refused) {
+      const Run r = runIn(args);
+      const QString what = args.join(' ');
+      QVERIFY2(r.exitCode == 1, qPrintable(what + ": exit " + QString::number(r.exitCode) + "\n" + r.err));
+      for (const QString& s : expected) QVERIFY2(r.err.contains(s), qPrintable(what + " lacks '" + s + "':\n" + r.err));
+    }
+    const auto left = std::distance(std::filesystem::directory_iterator(cwd.path()), std::filesystem::directory_iterator());
+    QVERIFY2(left == 0, "a refused command line wrote files into the working directory");
+  }
+
+  // `--budget N%` means N % of the model's expert bytes (BF16), the whole budget, in generate and
+  // in both benchmarks: the same bytes for the same N (the CLI used to add the working set).
+  void budgetPercentIsTheSameBytesInGenerateAndBench() {
+    TempDir tmp;
+    Run r = runCli({"make-model", "--family", "qwen2_moe", "--preset", "small", "--layers", "2", path(tmp / "hf")});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    r = runCli({"convert", path(tmp / "hf"), path(tmp / "store")});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    r = runCli({"generate", path(tmp / "store"), "--raw", "--prompt", "Hi", "--max-tokens", "2", "--budget", "70%"});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    const auto m = QRegularExpression("--budget 70%: (\\d+) bytes of (\\d+) bytes of experts").match(r.err);
+    QVERIFY2(m.hasMatch(), qPrintable(r.err));
+    const qint64 generateBytes = m.captured(1).toLongLong(), expertBytes = m.captured(2).toLongLong();
+    QCOMPARE(generateBytes, static_cast<qint64>(0.7 * static_cast<double>(expertBytes)));
+
+    {  // a one-prompt trace for bench runtime (it replays one)
+      QFile config(path(tmp / "hf" / "config.json"));
+      QVERIFY(config.open(QIODevice::ReadOnly));
+      const QJsonObject c = QJsonDocument::fromJson(config.readAll()).object();
+      const int experts = c["num_experts"].toInt(), k = c["num_experts_per_tok"].toInt();
+      std::ofstream trace(tmp / "trace.tsv");
+      trace << "# expert-activation trace: model=Synthetic top_k=" << k << " experts=" << experts << " layers=2; test\n";
+      trace << "prompt\tlayer";
+      for (int e = 0; e < experts; ++e) trace << "\te" << e;
+      trace << "\n";
+      for (int l = 0; l < 2; ++l) {
+        trace << 0 << "\t" << l;
+        for (int e = 0; e < experts; ++e) trace << "\t" << (e < k ? 10 : 1);
+        trace << "\n";
+      }
+    }
+    const QStringList small = {"--tokens", "2", "--warmup", "1", "--prompt-tokens", "2", "--no-warm-up"};
+    r = runCli(QStringList{"bench", "runtime", "--hf", path(tmp / "hf"), "--store", path(tmp / "store"), "--budgets", "70",
+                           "--systems", "zipmoe", "--trace-file", path(tmp / "trace.tsv"), "--json", path(tmp / "runtime.json")} +
+               small);
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+    const QJsonArray runtime = readJsonFile(tmp / "runtime.json")["results"].toArray();
+    QCOMPARE(runtime.size(), 1);
+    QCOMPARE(runtime[0].toObject()["budget_bytes"].toInteger(), generateBytes);
+
+    r = runCli(QStringList{"bench", "suite", "budget", "--hf", path(tmp / "hf"), "--store", path(tmp / "store"), "--label", "b",
+                           "--out", path(tmp / "suite"), "--budgets", "70%", "--systems", "zipmoe", "--no-plot", "--no-prime"} +
+               small);
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+    const QJsonArray suite = readJsonFile(tmp / "suite" / "budget-b.json")["results"].toArray();
+    QCOMPARE(suite.size(), 1);
+    QCOMPARE(suite[0].toObject()["budget_bytes"].toInteger(), generateBytes);
+
+    // Below the runtime's minimum: refused, with the minimum in bytes and as a share of the experts.
+    r = runCli({"generate", path(tmp / "store"), "--raw", "--prompt", "Hi", "--budget", "5%"});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("--budget 5%") && r.err.contains("below the minimum") && r.err.contains("% of its"), qPrintable(r.err));
+  }
+
+#ifdef ZIPMOE_CHAT_APP_PATH
+  // zipmoe-chat --model DIR with a DIR that is missing or not a model says so and exits non-zero,
+  // before any window, instead of opening the demo model; other bad options too.
+  void chatAppRefusesABadModelDirectory() {
+    TempDir tmp;
+    std::filesystem::create_directories(tmp / "empty");
+    std::filesystem::create_directories(tmp / "gpt2");
+    {
+      std::ofstream config(tmp / "gpt2" / "config.json");
+      config << "{\"model_type\": \"gpt2\"}";
+      std::ofstream weights(tmp / "gpt2" / "model.safetensors");
+    }
+    const QStringList isolated = {"--database", path(tmp / "chats.sqlite"), "--data-dir", path(tmp / "data")};
+    const QList<QPair<QStringList, QStringList>> refused = {
+        {{"--model", "/nonexistent/model"}, {"--model /nonexistent/model: not found"}},
+        {{"--model", path(tmp / "empty")}, {"empty", "not an HF MoE directory", "nor a ZipMoE store"}},
+        {{"--model", path(tmp / "gpt2")}, {"model_type 'gpt2' is not a supported family"}},
+        {{"--model", path(tmp / "gpt2" / "config.json")}, {"not a directory"}},
+        {{"--language", "fr"}, {"--language 'fr'"}},
+        {{"--quit-after-reply"}, {"--quit-after-reply needs --send"}},
+        {{"stray"}, {"unexpected argument 'stray'"}},
+    };
+    for (const auto& [args, expected] : refused) {
+      QProcess app;
+      app.start(ZIPMOE_CHAT_APP_PATH, args + isolated);
+      QVERIFY(app.waitForFinished(120000));
+      const QString err = QString::fromUtf8(app.readAllStandardError());
+      QVERIFY2(app.exitStatus() == QProcess::NormalExit && app.exitCode() != 0, qPrintable(args.join(' ') + ": " + err));
+      QVERIFY2(!err.contains("model ready"), qPrintable(err));
+      for (const QString& s : expected) QVERIFY2(err.contains(s), qPrintable(args.join(' ') + " lacks '" + s + "':\n" + err));
+    }
+    QVERIFY2(!std::filesystem::exists(tmp / "data") && !std::filesystem::exists(tmp / "chats.sqlite"),
+             "refused before anything was created");
+  }
+#endif
 };
 
 QTEST_APPLESS_MAIN(TestCli)
