@@ -598,6 +598,9 @@ int runBenchSuite(const Args& arguments) {
   for (const auto& name : o.systems) parseBenchSystem(name, RuntimeOptions{}, spec.hf);  // named before any work
   if (!spec.traceFile.empty() && !std::filesystem::exists(spec.traceFile))
     throw Error("trace file " + spec.traceFile.string() + " not found (the traces are in ../shared/data/traces)");
+  if (spec.generatePreset.empty() && !std::filesystem::exists(spec.hf / "config.json"))
+    throw Error(spec.hf.string() + " has no config.json" +
+                (workload == "demo" && hf.empty() ? std::string(" (run --workload demo from the source tree)") : std::string()));
   std::filesystem::create_directories(o.out);
   std::filesystem::create_directories(dir);
 

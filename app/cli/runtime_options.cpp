@@ -161,6 +161,10 @@ std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOpt
     if (!line.has("--replay-trace")) throw Error("option --trace-prompt picks a prompt of --replay-trace TSV: give that too");
     engine.replayPrompt = line.integer<int>("--trace-prompt", 0, 1 << 30, 0);
   }
+  if (!engine.replayTrace.empty() && !std::filesystem::is_regular_file(engine.replayTrace))
+    throw Error("option --replay-trace: " + engine.replayTrace.string() + " is not a file");
+  if (!r.checkpointDir.empty() && !std::filesystem::exists(r.checkpointDir / "config.json"))
+    throw Error("option --checkpoint: " + r.checkpointDir.string() + " is not an HF checkpoint (no config.json)");
   if (any && !budget) throw Error("runtime options need --budget SIZE|PCT% (without it every expert is resident)");
   if (r.mode == OffloadMode::FullTensor && r.checkpointDir.empty())
     throw Error("--offload full reads whole BF16 tensors from the HF checkpoint: give --checkpoint HF_DIR");
