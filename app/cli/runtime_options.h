@@ -23,7 +23,8 @@ namespace zipmoe::cli {
 // What `--budget N%` means, everywhere (generate, chat, bench runtime, bench suite): N % of the
 // model's routed expert bytes in BF16 (ExpertRuntime::expertBytes()), as the whole budget — the
 // working set (staging and output slots) comes out of it, it is not added. The same figure the
-// bench suites and docs/BENCHMARKS.md report and the app's budget page sets.
+// bench suites and docs/BENCHMARKS.md report, and the app's first budget for a model (a fraction of
+// the expert bytes); the app's budget page names its presets by the pools' share instead.
 uint64_t budgetBytes(double percent, uint64_t expertBytes);
 // The percentage text of bench's --budget/--budgets items: "25" or "25%", 0 < N <= 100.
 double parseBudgetPercent(const std::string& option, const std::string& text);
