@@ -3,7 +3,8 @@
 #   1. the full build (engine, CLI, QtTest suites) under CTest;
 #   2. the engine tests again in an AddressSanitizer + UndefinedBehaviorSanitizer build;
 #   3. the threaded expert-runtime tests (no libtorch) again under ThreadSanitizer;
-#   4. a short libFuzzer run of the store-manifest and safetensors-header parsers;
+#   4. a short libFuzzer run of every parser of untrusted bytes (store manifest, safetensors header,
+#      exponent chunks, tokenizer.json, chat templates);
 #   5. the CUDA recovery kernel compiled and linked with nvcc, when the CUDA toolkit is installed.
 # Exits non-zero when anything fails. ZIPMOE_FUZZ_SECONDS sets the fuzzing time per target.
 set -euo pipefail
@@ -47,15 +48,16 @@ TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/t
 echo "== [4/5] fuzzing (libFuzzer + ASan/UBSan)"
 cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_FUZZ=ON \
   -DZIPMOE_WITH_QT=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-cmake --build "$root/build-fuzz" -j "$jobs" --target fuzz_manifest fuzz_safetensors_header fuzz_chunk_decode
+fuzz_targets=(fuzz_manifest fuzz_safetensors_header fuzz_chunk_decode fuzz_tokenizer_json fuzz_chat_template)
+cmake --build "$root/build-fuzz" -j "$jobs" --target "${fuzz_targets[@]}"
 seconds="${ZIPMOE_FUZZ_SECONDS:-45}"
-for target in fuzz_manifest fuzz_safetensors_header fuzz_chunk_decode; do
+for target in "${fuzz_targets[@]}"; do
   corpus="$root/build-fuzz/corpus-$target"
   mkdir -p "$corpus"
   cp -n "$root/tests/fuzz/seeds/$target"/* "$corpus"/ 2>/dev/null || true
   echo "-- $target: ${seconds}s"
   log="$root/build-fuzz/$target.log"
-  if ! "$root/build-fuzz/tests/fuzz/$target" -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1 \
+  if ! "$root/build-fuzz/tests/fuzz/$target" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=30 -print_final_stats=1 \
     -artifact_prefix="$root/build-fuzz/$target-" \
     "$corpus" >"$log" 2>&1; then
     tail -n 80 "$log"

@@ -24,6 +24,8 @@ class Tokenizer {
  public:
   // Throws zipmoe::Error naming the file and the unsupported or malformed field.
   static std::unique_ptr<Tokenizer> fromFile(const std::filesystem::path& tokenizerJson);
+  // The same from the file's text; `name` stands for the file in error messages.
+  static std::unique_ptr<Tokenizer> fromJson(std::string_view text, const std::string& name);
   virtual ~Tokenizer() = default;
 
   // Encodes text. Added/special tokens written literally in `text` are recognised. The
