@@ -66,7 +66,7 @@ QString modelDirProblem(const QString& dir) {
 // Checks every option before anything is shown or opened; an empty string when all are good.
 QString commandLineProblem(const QCommandLineParser& parser, const QCommandLineOption& model, const QCommandLineOption& database,
                            const QCommandLineOption& data, const QCommandLineOption& language, const QCommandLineOption& send,
-                           const QCommandLineOption& quit) {
+                           const QCommandLineOption& quit, const QCommandLineOption& hold) {
   if (!parser.positionalArguments().isEmpty())
     return QStringLiteral("unexpected argument '%1' (options: --help)").arg(parser.positionalArguments().first());
   for (const auto* option : {&model, &database, &data, &language, &send})
@@ -89,6 +89,7 @@ QString commandLineProblem(const QCommandLineParser& parser, const QCommandLineO
     return QStringLiteral("--data-dir %1: is not a directory").arg(parser.value(data));
   if (parser.isSet(send) && parser.value(send).trimmed().isEmpty()) return QStringLiteral("--send: the message is empty");
   if (parser.isSet(quit) && !parser.isSet(send)) return QStringLiteral("--quit-after-reply needs --send TEXT");
+  if (parser.isSet(hold) && !parser.isSet(send)) return QStringLiteral("--hold-after-first-commit needs --send TEXT");
   return {};
 }
 
@@ -113,10 +114,14 @@ int main(int argc, char** argv) {
   const QCommandLineOption smokeOption(QStringLiteral("smoke-test"), QStringLiteral("Exit 0 once the model is ready, 1 if it fails."));
   const QCommandLineOption sendOption(QStringLiteral("send"), QStringLiteral("Send this message once the model is ready."), QStringLiteral("text"));
   const QCommandLineOption quitOption(QStringLiteral("quit-after-reply"), QStringLiteral("Exit when the reply to --send ends."));
-  parser.addOptions({modelOption, databaseOption, dataOption, languageOption, smokeOption, sendOption, quitOption});
+  const QCommandLineOption holdOption(
+      QStringLiteral("hold-after-first-commit"),
+      QStringLiteral("With --send: hold the reply once part of it is committed to the database and print "
+                     "\"committed N characters\" on stdout (for tests that kill the app mid-reply)."));
+  parser.addOptions({modelOption, databaseOption, dataOption, languageOption, smokeOption, sendOption, quitOption, holdOption});
   parser.process(app);
   if (const QString problem = commandLineProblem(parser, modelOption, databaseOption, dataOption, languageOption, sendOption,
-                                                 quitOption);
+                                                 quitOption, holdOption);
       !problem.isEmpty()) {
     std::fprintf(stderr, "zipmoe-chat: error: %s\n", qPrintable(problem));
     return 1;
@@ -178,10 +183,23 @@ int main(int argc, char** argv) {
     });
     if (quitAfterReply)
       QObject::connect(c, &zipmoe::app::ChatController::replyFinished, &app, [] { QCoreApplication::exit(0); });
+    if (parser.isSet(holdOption))
+      QObject::connect(c, &zipmoe::app::ChatController::streamCommitted, &app, [c](qint64, int characters) {
+        static bool held = false;
+        if (held) return;
+        held = true;
+        c->setGenerationPaused(true);
+        std::printf("committed %d characters\n", characters);
+        std::fflush(stdout);
+      });
 
     QString model = parser.value(modelOption);  // checked above: an HF MoE directory or a store
     if (model.isEmpty() && c->database()) {
-      model = c->database()->setting(QStringLiteral("lastModel")).toString();
+      try {
+        model = c->database()->setting(QStringLiteral("lastModel")).toString();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "zipmoe-chat: cannot read the last model from the database: %s\n", e.what());
+      }
       if (!model.isEmpty() && !QFileInfo::exists(model)) model.clear();  // the last model moved away: the demo again
     }
     c->openModel(model);

@@ -23,6 +23,8 @@ int runBenchRuntime(const Args& args);  // bench runtime: ZipMoE vs full-tensor 
 int runBenchSuite(const Args& args);    // bench suite NAME: the paper's evaluation, JSON + PNG figures
 int runBenchReport(const Args& args);   // bench report DIR: the suites' results as Markdown tables
 int runBenchCompare(const Args& args);  // bench compare DIR_A DIR_B: a rerun beside an earlier run
+int runBenchTokenizer(const Args& args);  // bench tokenizer MODEL --text FILE: encode/decode speed
+int runBenchPlanner(const Args& args);    // bench planner: time to plan every layer at several budgets
 
 // Small argument helpers, kept for commands that read their own arguments (bench report/compare;
 // main() checks their command lines against a CommandSpec first). New commands declare a

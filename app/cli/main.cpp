@@ -77,6 +77,8 @@ constexpr const char* kUsage =
     "                                     threads or all; JSON and PNG figures (docs/BENCHMARKS.md)\n"
     "  bench report DIR [OPTIONS]         the suites' results in DIR as Markdown tables\n"
     "  bench compare DIR_A DIR_B [OPTIONS]  a rerun beside an earlier run: change of every figure\n"
+    "  bench tokenizer MODEL --text FILE  encode and decode speed of a model's tokenizer\n"
+    "  bench planner [OPTIONS]            time to plan every layer's pool split at several budgets\n"
     "  profile STORE [OPTIONS]            measure this machine's I/O, decompression and compute costs\n"
     "  info                               build and CPU facts\n"
     "  generate MODEL --prompt TEXT [OPTIONS]  generate a reply (chat template applied unless --raw)\n"
@@ -95,7 +97,9 @@ constexpr const char* kBenchUsage =
     "  runtime                ZipMoE vs full-tensor offloading at several budgets\n"
     "  suite NAME             the paper's evaluation: budget, batch, length, ablation, scheduler, threads, all\n"
     "  report DIR             the suites' results in DIR as Markdown tables\n"
-    "  compare DIR_A DIR_B    a rerun beside an earlier run: the change of every figure\n";
+    "  compare DIR_A DIR_B    a rerun beside an earlier run: the change of every figure\n"
+    "  tokenizer MODEL        encode and decode speed of a model's tokenizer on a text\n"
+    "  planner                time to plan every layer's pool split at several budgets\n";
 
 // `bench report` and `bench compare` read their own arguments; their command lines are checked (and
 // their --help answered) here first, so that they too refuse an unknown option before any work.
@@ -143,6 +147,8 @@ int dispatch(const std::string& command, Args args) {
     if (which == "compare") return runChecked(kCompareSpec, args, runBenchCompare);
     if (which == "codec") return runBenchCodec(args);
     if (which == "runtime") return runBenchRuntime(args);
+    if (which == "tokenizer") return runBenchTokenizer(args);
+    if (which == "planner") return runBenchPlanner(args);
     throw Error("unknown bench sub-command '" + which + "'\n" + kBenchUsage);
   }
   if (command == "help" || command == "--help" || command == "-h") {

@@ -225,10 +225,12 @@ std::string describeRuntime(const ExpertRuntime& rt) {
                   s.lowerBound > 0 ? s.measuredMakespan / s.lowerBound : 0.0);
     out += buf;
   }
-  std::snprintf(buf, sizeof buf, "; %llu replans, last %.2f ms]", static_cast<unsigned long long>(s.replans),
+  std::snprintf(buf, sizeof buf, "; %llu replans, last %.2f ms", static_cast<unsigned long long>(s.replans),
                 s.lastReplanSeconds * 1e3);
   out += buf;
-  return out;
+  if (s.planFailures)
+    out += "; " + std::to_string(s.planFailures) + " replans failed (the previous plan stayed), last: " + s.lastPlanError;
+  return out + "]";
 }
 
 }  // namespace zipmoe::cli

@@ -1,5 +1,7 @@
 #include "chat_controller.h"
 
+#include <functional>
+
 #include <QClipboard>
 #include <QCoreApplication>
 #include <QDir>
@@ -103,12 +105,25 @@ ChatController::ChatController(const ControllerOptions& options, QObject* parent
   connect(&databaseFlush_, &QTimer::timeout, this, &ChatController::flushToDatabase);
 
   reloadChats();
-  if (database_) {
-    const qint64 last = database_->setting(QStringLiteral("lastChatId"), 0).toLongLong();
-    if (last && database_->chat(last)) selectChat(last);
-  }
+  tryDatabase([&](ChatDatabase& db) {
+    const qint64 last = db.setting(QStringLiteral("lastChatId"), 0).toLongLong();
+    if (last && db.chat(last)) selectChat(last);
+  });
   installTranslator(language_);
 }
+
+bool ChatController::tryDatabase(const std::function<void(ChatDatabase&)>& call) {
+  if (!database_) return false;
+  try {
+    call(*database_);
+    return true;
+  } catch (const std::exception& e) {
+    setError(tr("The chat history could not be updated: %1").arg(QString::fromUtf8(e.what())));
+    return false;
+  }
+}
+
+void ChatController::setGenerationPaused(bool paused) { worker_->setPaused(paused); }
 
 ChatController::~ChatController() {
   if (stream_.requestId) {
@@ -140,15 +155,14 @@ void ChatController::openModel(const QString& pathOrUrl) {
   request.path = path;
   request.storesDir = options_.storesDir;
   request.decompressWorkers = info_.decompressWorkers > 0 && path == info_.sourcePath ? info_.decompressWorkers : 0;
-  if (database_) {
+  tryDatabase([&](ChatDatabase& db) {
     // The budget and pools the user chose for this model last time, by path (the key needs the store).
-    const QVariant budget = database_->setting(QStringLiteral("budget:") + path);
+    const QVariant budget = db.setting(QStringLiteral("budget:") + path);
     if (budget.isValid()) request.budgetBytes = budget.toULongLong();
-    request.pools = database_->setting(QStringLiteral("pools:") + path, 0xF).toUInt();
+    request.pools = db.setting(QStringLiteral("pools:") + path, 0xF).toUInt();
     if (request.pools == 0 || request.pools > 0xF) request.pools = 0xF;
-    if (!request.decompressWorkers)
-      request.decompressWorkers = database_->setting(QStringLiteral("workers:") + path, 0).toInt();
-  }
+    if (!request.decompressWorkers) request.decompressWorkers = db.setting(QStringLiteral("workers:") + path, 0).toInt();
+  });
   modelError_.clear();
   loadStage_ = tr("Opening %1…").arg(QFileInfo(path).fileName());
   loadProgress_ = -1;
@@ -168,9 +182,7 @@ void ChatController::onLoadProgress(const QString& stage, double fraction) {
 
 void ChatController::onModelReady(const ModelInfo& info) {
   info_ = info;
-  if (database_) {
-    database_->setSetting(QStringLiteral("lastModel"), info.sourcePath);
-  }
+  tryDatabase([&](ChatDatabase& db) { db.setSetting(QStringLiteral("lastModel"), info.sourcePath); });
   runtime_->refresh();
   lastPlanBudget_ = 0;
   lastPlanPools_ = 0;
@@ -207,7 +219,7 @@ QVariantMap ChatController::modelInfo() const {
 
 void ChatController::setDecompressWorkers(int workers) {
   if (workers < 1 || workers == info_.decompressWorkers || info_.sourcePath.isEmpty()) return;
-  if (database_) database_->setSetting(QStringLiteral("workers:") + info_.sourcePath, workers);
+  tryDatabase([&](ChatDatabase& db) { db.setSetting(QStringLiteral("workers:") + info_.sourcePath, workers); });
   savePlan();  // the budget and pools in use now, for the reopen
   // The runtime's thread count is fixed when it opens: reopen (the store and profile are reused).
   // Queued behind a streaming reply on the worker's thread, so the reply finishes first.
@@ -290,7 +302,7 @@ void ChatController::selectChat(qint64 chatId) {
   if (!database_) return;
   currentChatId_ = chatId;
   loadCurrentChat();
-  database_->setSetting(QStringLiteral("lastChatId"), chatId);
+  tryDatabase([&](ChatDatabase& db) { db.setSetting(QStringLiteral("lastChatId"), chatId); });
 }
 
 void ChatController::loadCurrentChat() {
@@ -530,12 +542,10 @@ void ChatController::flushToView() {
 }
 
 void ChatController::flushToDatabase() {
-  if (!stream_.dirty || !database_) return;
-  try {
-    database_->setMessageContent(stream_.messageId, stream_.text);
+  if (!stream_.dirty) return;
+  if (tryDatabase([&](ChatDatabase& db) { db.setMessageContent(stream_.messageId, stream_.text); })) {
     stream_.dirty = false;
-  } catch (const std::exception& e) {
-    setError(QString::fromUtf8(e.what()));
+    Q_EMIT streamCommitted(stream_.messageId, static_cast<int>(stream_.text.size()));
   }
 }
 
@@ -546,29 +556,42 @@ void ChatController::endStream() {
   Q_EMIT generatingChanged();
 }
 
-// Ends the streaming reply in the database and shows it as stored there.
+// Ends the streaming reply in the database and shows it as stored there. When the database refuses
+// (full, read-only), the view still shows the reply as ended and the banner says it was not saved;
+// at the next start its last committed text comes back as "incomplete".
 void ChatController::finishStream(MessageState state, const MessageStats& stats) {
-  database_->finishMessage(stream_.messageId, stream_.text, state, stats);
-  if (stream_.chatId == currentChatId_)
-    if (const auto stored = database_->message(stream_.messageId)) messages_->update(toRow(*stored));
+  const bool saved = tryDatabase([&](ChatDatabase& db) {
+    db.finishMessage(stream_.messageId, stream_.text, state, stats);
+    if (stream_.chatId == currentChatId_)
+      if (const auto stored = db.message(stream_.messageId)) messages_->update(toRow(*stored));
+  });
+  if (saved || stream_.chatId != currentChatId_) return;
+  for (MessageRow row : messages_->rows())
+    if (row.id == stream_.messageId) {
+      row.content = stream_.text;
+      row.state = messageStateName(state);
+      row.ttftMs = stats.ttftMs;
+      row.tokensPerSecond = stats.tokensPerSecond;
+      row.expertHitRate = stats.expertHitRate;
+      row.generatedTokens = stats.generatedTokens;
+      row.stopReason = stats.stopReason;
+      messages_->update(row);
+      break;
+    }
 }
 
 void ChatController::onReplyFinished(qint64 requestId, const ReplyStats& stats) {
   if (requestId != stream_.requestId) return;
   flushToView();
   const qint64 messageId = stream_.messageId;
-  try {
-    MessageStats s;
-    s.ttftMs = stats.ttftMs;
-    s.tokensPerSecond = stats.tokensPerSecond;
-    s.promptTokens = stats.promptTokens;
-    s.generatedTokens = stats.generatedTokens;
-    s.expertHitRate = stats.expertHitRate;
-    s.stopReason = stats.stopReason;
-    finishStream(MessageState::Complete, s);
-  } catch (const std::exception& e) {
-    setError(QString::fromUtf8(e.what()));
-  }
+  MessageStats s;
+  s.ttftMs = stats.ttftMs;
+  s.tokensPerSecond = stats.tokensPerSecond;
+  s.promptTokens = stats.promptTokens;
+  s.generatedTokens = stats.generatedTokens;
+  s.expertHitRate = stats.expertHitRate;
+  s.stopReason = stats.stopReason;
+  finishStream(MessageState::Complete, s);
   if (stats.droppedTurns != droppedTurns_) {
     droppedTurns_ = stats.droppedTurns;
     Q_EMIT noticeChanged();
@@ -582,13 +605,9 @@ void ChatController::onReplyFailed(qint64 requestId, const QString& error) {
   if (requestId != stream_.requestId) return;
   flushToView();
   const qint64 messageId = stream_.messageId;
-  try {
-    MessageStats s;
-    s.stopReason = error;
-    finishStream(MessageState::Error, s);
-  } catch (const std::exception& e) {
-    setError(QString::fromUtf8(e.what()));
-  }
+  MessageStats s;
+  s.stopReason = error;
+  finishStream(MessageState::Error, s);
   setError(error);
   endStream();
   Q_EMIT replyFinished(messageId);
@@ -619,7 +638,7 @@ void ChatController::setLanguage(const QString& code) {
   if (code == language_) return;
   language_ = code;
   installTranslator(code);
-  if (database_) database_->setSetting(QStringLiteral("language"), code);
+  tryDatabase([&](ChatDatabase& db) { db.setSetting(QStringLiteral("language"), code); });
   Q_EMIT languageChanged();
   Q_EMIT noticeChanged();
 }

@@ -19,6 +19,7 @@
 #include <QVariantMap>
 #include <QtQml/qqmlregistration.h>
 
+#include <functional>
 #include <memory>
 
 #include <QQmlEngine>
@@ -130,6 +131,10 @@ class ChatController : public QObject {
   Q_INVOKABLE QString formatBytes(double bytes) const;
   Q_INVOKABLE void clearError();
   Q_INVOKABLE void clearNotice();
+  // Holds the streaming reply after the next token it emits until resumed (generating stays true;
+  // stop() still ends it). For tests and scripted runs that must act while a reply is in flight
+  // (scroll, kill the app) without racing the model.
+  Q_INVOKABLE void setGenerationPaused(bool paused);
 
  Q_SIGNALS:
   void modelChanged();
@@ -143,6 +148,7 @@ class ChatController : public QObject {
   void noticeChanged();
   void replyFinished(qint64 messageId);  // a reply ended (finished, stopped or failed)
   void streamingText();                  // new reply text reached the message model
+  void streamCommitted(qint64 messageId, int characters);  // a streaming reply's text is in the database
 
  private:
   void onLoadProgress(const QString& stage, double fraction);
@@ -164,6 +170,10 @@ class ChatController : public QObject {
   void installTranslator(const QString& code);
   void savePlan();
   void finishStream(MessageState state, const MessageStats& stats);
+  // Runs a database call on the GUI thread. A failure after open (a full disk, a file made
+  // read-only, a broken page) becomes the error banner, never an exception out of a slot; data
+  // already saved stays as it is. Returns false when there is no database or the call failed.
+  bool tryDatabase(const std::function<void(ChatDatabase&)>& call);
 
   ControllerOptions options_;
   std::shared_ptr<ChatDatabase> database_;

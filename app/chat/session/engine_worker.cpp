@@ -38,6 +38,36 @@ EngineWorker::EngineWorker(std::shared_ptr<ChatDatabase> database, std::shared_p
 
 EngineWorker::~EngineWorker() = default;
 
+void EngineWorker::requestStop() {
+  {
+    std::lock_guard lock(pauseMutex_);
+    stop_.store(true);
+  }
+  pauseCv_.notify_all();
+}
+
+void EngineWorker::setPaused(bool paused) {
+  {
+    std::lock_guard lock(pauseMutex_);
+    paused_ = paused;
+  }
+  pauseCv_.notify_all();
+}
+
+void EngineWorker::waitWhilePaused() {
+  std::unique_lock lock(pauseMutex_);
+  pauseCv_.wait(lock, [&] { return !paused_ || stop_.load(); });
+}
+
+void EngineWorker::tryDatabase(const char* what, const std::function<void(ChatDatabase&)>& call) {
+  if (!database_) return;
+  try {
+    call(*database_);
+  } catch (const std::exception& e) {
+    Q_EMIT loadProgress(tr("Could not %1: %2").arg(tr(what), QString::fromUtf8(e.what())), -1.0);
+  }
+}
+
 QString EngineWorker::storePathFor(const QString& hfDir, const QString& storesDir) {
   // The name changes when the checkpoint does (path, config and weight files' sizes and times), so a
   // replaced checkpoint is converted again instead of running on a stale store.
@@ -99,11 +129,13 @@ void EngineWorker::openModel(const OpenModelRequest& request) {
     // A cost profile measured earlier on this machine for this store (kept in the database) saves
     // the few seconds of measuring again when the store's own copy is gone.
     const QString profilePath = storePath + QStringLiteral("/profile.json");
-    if (database_ && !QFileInfo::exists(profilePath)) {
-      if (const auto saved = database_->loadProfile(modelKey)) {
-        QFile f(profilePath);
-        if (f.open(QIODevice::WriteOnly)) f.write(saved->toUtf8());
-      }
+    if (!QFileInfo::exists(profilePath)) {
+      tryDatabase(QT_TR_NOOP("read the saved cost profile"), [&](ChatDatabase& db) {
+        if (const auto saved = db.loadProfile(modelKey)) {
+          QFile f(profilePath);
+          if (f.open(QIODevice::WriteOnly)) f.write(saved->toUtf8());
+        }
+      });
     }
     if (cancel_.load()) throw Cancelled("opening the model was cancelled");
 
@@ -117,8 +149,8 @@ void EngineWorker::openModel(const OpenModelRequest& request) {
     engine_ = Engine::open(toPath(storePath), options);
     auto rt = engine_->sharedRuntime();
 
-    if (database_) {
-      if (const auto counts = database_->loadActivationCounts(modelKey)) {
+    tryDatabase(QT_TR_NOOP("read the saved expert statistics"), [&](ChatDatabase& db) {
+      if (const auto counts = db.loadActivationCounts(modelKey)) {
         ActivationCounts c;
         c.layers = counts->layers;
         c.experts = counts->experts;
@@ -130,9 +162,11 @@ void EngineWorker::openModel(const OpenModelRequest& request) {
           Q_EMIT loadProgress(tr("Ignoring saved expert statistics: %1").arg(QString::fromUtf8(e.what())), -1.0);
         }
       }
+    });
+    tryDatabase(QT_TR_NOOP("save the cost profile"), [&](ChatDatabase& db) {
       QFile profile(profilePath);
-      if (profile.open(QIODevice::ReadOnly)) database_->saveProfile(modelKey, QString::fromUtf8(profile.readAll()));
-    }
+      if (profile.open(QIODevice::ReadOnly)) db.saveProfile(modelKey, QString::fromUtf8(profile.readAll()));
+    });
 
     const uint64_t expertBytes = rt->expertBytes(), minimum = rt->minimumBudget();
     uint64_t budget = request.budgetBytes
@@ -229,6 +263,7 @@ void EngineWorker::generate(qint64 requestId, const QList<ChatTurn>& turns, cons
         model, tokenizer, ids, params,
         [&](std::string_view text) {
           Q_EMIT textArrived(requestId, QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size())));
+          waitWhilePaused();
           return !stop_.load(std::memory_order_relaxed);
         },
         &stop_);
@@ -254,16 +289,13 @@ void EngineWorker::generate(qint64 requestId, const QList<ChatTurn>& turns, cons
 }
 
 void EngineWorker::saveStatistics() {
-  if (!engine_ || !database_ || !engine_->runtime()) return;
-  try {
+  if (!engine_ || !engine_->runtime()) return;
+  // Statistics are an optimisation for the next start; a full disk must not end the chat.
+  tryDatabase(QT_TR_NOOP("save expert statistics"), [&](ChatDatabase& db) {
     const ActivationCounts c = engine_->runtime()->activationCounts();
-    database_->saveActivationCounts(info_.modelKey, c.layers, c.experts,
-                                    std::vector<quint64>(c.counts.begin(), c.counts.end()),
-                                    std::vector<quint64>(c.steps.begin(), c.steps.end()));
-  } catch (const std::exception& e) {
-    // Statistics are an optimisation for the next start; a full disk must not end the chat.
-    Q_EMIT loadProgress(tr("Could not save expert statistics: %1").arg(QString::fromUtf8(e.what())), -1.0);
-  }
+    db.saveActivationCounts(info_.modelKey, c.layers, c.experts, std::vector<quint64>(c.counts.begin(), c.counts.end()),
+                            std::vector<quint64>(c.steps.begin(), c.steps.end()));
+  });
 }
 
 void EngineWorker::closeModel() {

@@ -17,7 +17,10 @@
 #include <QString>
 
 #include <atomic>
+#include <condition_variable>
+#include <functional>
 #include <memory>
+#include <mutex>
 
 #include "chat_types.h"
 #include "runtime_handle.h"
@@ -47,7 +50,10 @@ class EngineWorker : public QObject {
   EngineWorker(std::shared_ptr<ChatDatabase> database, std::shared_ptr<RuntimeHandle> runtime);
   ~EngineWorker() override;
 
-  void requestStop() { stop_.store(true); }
+  void requestStop();
+  // Holds the streaming reply after the next token it emits until resumed (ChatController::
+  // setGenerationPaused). requestStop ends a held reply.
+  void setPaused(bool paused);
   // Cancels the open being done or queued. The caller clears the flag (clearCancel) before it
   // queues the next openModel, so a cancel that comes before the worker starts that open counts.
   void requestCancel() { cancel_.store(true); }
@@ -82,8 +88,17 @@ class EngineWorker : public QObject {
   std::shared_ptr<RuntimeHandle> runtime_;
   std::unique_ptr<Engine> engine_;
   ModelInfo info_;
+  // Waits while the reply is held (the generation thread, between tokens).
+  void waitWhilePaused();
+  // A database call of the worker's own (statistics, profiles): a failure is reported as a
+  // notice and never fails the model or the reply — statistics are an optimisation.
+  void tryDatabase(const char* what, const std::function<void(ChatDatabase&)>& call);
+
   std::atomic<bool> stop_{false};
   std::atomic<bool> cancel_{false};
+  std::mutex pauseMutex_;
+  std::condition_variable pauseCv_;
+  bool paused_ = false;
 };
 
 }  // namespace zipmoe::app

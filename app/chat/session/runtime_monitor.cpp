@@ -43,8 +43,11 @@ void RuntimeMonitor::refresh() {
     workers_ = rt->lanes().workers;
     poolMask_ = rt->options().pools;  // the runtime's options keep the mask it opened with
   }
-  const uint64_t replansBefore = stats_.replans;
+  const uint64_t replansBefore = stats_.replans, failuresBefore = stats_.planFailures;
   stats_ = rt->stats();
+  if (stats_.planFailures > failuresBefore)  // the runtime keeps its previous plan
+    setError(tr("Replanning failed; the previous pool split stays in force: %1")
+                 .arg(QString::fromStdString(stats_.lastPlanError)));
   if (stats_.layers > previous_.layers) {
     // Means over the layers that ran since the last tick: the live figures, not lifetime averages.
     const double n = static_cast<double>(stats_.layers - previous_.layers);

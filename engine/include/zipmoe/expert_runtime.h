@@ -22,6 +22,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,9 @@ struct RuntimeOptions {
   double gridStep = 0.05;             // δ of Algorithm 4
   size_t traceCapacity = 1 << 18;     // events; 0 = no tracing
   std::filesystem::path checkpointDir;  // FullTensor: the HF directory with the BF16 safetensors
+  // Called on the planner thread before each replan (not for the plan the runtime opens with).
+  // Tests use it to inject a planner failure; whatever it throws is handled like a failed plan.
+  std::function<void()> beforeReplan;
 };
 
 struct PoolState {
@@ -87,6 +91,10 @@ struct RuntimeStats {
                                       // runs (a running layer's experts may exceed a budget that
                                       // shrank meanwhile until the layer ends)
   uint64_t droppedTraceEvents = 0;
+  // Replans that failed (the planner threw): the previous plan stays in force. lastPlanError is
+  // the latest failure's message, empty when none failed.
+  uint64_t planFailures = 0;
+  std::string lastPlanError;
 };
 
 // Activation counts per (layer, expert), plus how many steps they were counted over per layer.

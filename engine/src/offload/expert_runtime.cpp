@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/expert_cache.h"
+#include "io/file_io.h"
 #include "plan/planner.h"
 #include "sched/executor.h"
 #include "sched/schedule.h"
@@ -332,7 +334,7 @@ class Runtime final : public ExpertRuntime {
       throw Error("full-tensor offloading needs the HF checkpoint directory with the BF16 expert tensors");
     checkpoint_ = std::make_unique<HfCheckpoint>(options_.checkpointDir);
     const int flags = O_RDONLY | O_CLOEXEC | (options_.readMode == ReadMode::Direct ? O_DIRECT : 0);
-    std::map<const SafetensorsFile*, int> fds;
+    std::map<const SafetensorsFile*, int> fds;  // each safetensors file opened once, closed with the runtime
     const Manifest& m = store_->manifest();
     fullTensors_.resize(static_cast<size_t>(layers_) * static_cast<size_t>(experts_) * static_cast<size_t>(kinds_));
     maxFullReadBytes_.assign(static_cast<size_t>(kinds_), 0);
@@ -349,11 +351,8 @@ class Runtime final : public ExpertRuntime {
                         std::to_string(entry.numel) + " elements as in the store");
           auto [it, inserted] = fds.emplace(found->file, -1);
           if (inserted) {
-            it->second = ::open(found->file->path().c_str(), flags);
-            if (it->second < 0)
-              throw Error(found->file->path().string() + ": cannot open" +
-                          (options_.readMode == ReadMode::Direct ? " with O_DIRECT (use buffered reads)" : ""));
-            fds_.push_back(it->second);
+            files_.emplace_back(found->file->path(), flags);  // throws naming the file (and O_DIRECT)
+            it->second = files_.back().fd();
           }
           FullTensor& t = fullTensors_[fullIndex(l, e, kind)];
           t.fd = it->second;
@@ -501,21 +500,29 @@ class Runtime final : public ExpertRuntime {
       const uint64_t budget = requestedBudget_ ? *requestedBudget_ : 0;
       const unsigned pools = requestedPools_ ? *requestedPools_ : 0;
       lock.unlock();
-      ActivationCounts counts;
-      uint64_t currentBudget;
-      unsigned currentPools;
-      {
-        std::lock_guard cacheLock(cacheMutex_);
-        counts = cache_->activationCounts();
-        currentBudget = currentPlan_.budget;
-        currentPools = currentPlan_.pools;
-      }
-      Plan plan = computePlan(budget ? budget : currentBudget, pools ? pools : currentPools, counts);
-      {
+      // A plan that fails (the planner throws: a bug, an allocation, a test's injected failure) is
+      // reported in the stats and the previous plan stays in force: the runtime never ends the
+      // process from this thread, and generation goes on under the plan it had.
+      try {
+        ActivationCounts counts;
+        uint64_t currentBudget;
+        unsigned currentPools;
+        {
+          std::lock_guard cacheLock(cacheMutex_);
+          counts = cache_->activationCounts();
+          currentBudget = currentPlan_.budget;
+          currentPools = currentPlan_.pools;
+        }
+        if (options_.beforeReplan) options_.beforeReplan();
+        Plan plan = computePlan(budget ? budget : currentBudget, pools ? pools : currentPools, counts);
         std::lock_guard cacheLock(cacheMutex_);
         // Applied at once, also while a layer runs: the experts it uses are pinned and never
         // evicted, and what it keeps is fitted into the new capacities when it ends (endJob).
         applyPlan(std::move(plan));
+      } catch (const std::exception& e) {
+        std::lock_guard statsLock(statsMutex_);
+        ++stats_.planFailures;
+        stats_.lastPlanError = e.what();
       }
       lock.lock();
       planning_ = false;
@@ -861,7 +868,7 @@ class Runtime final : public ExpertRuntime {
   std::mutex drainMutex_;
   std::unique_ptr<HfCheckpoint> checkpoint_;
   std::vector<FullTensor> fullTensors_;
-  std::vector<int> fds_;
+  std::deque<io::FileHandle> files_;  // the checkpoint's files (FullTensor); closed when the runtime goes
 
   mutable std::mutex cacheMutex_;  // cache_, plans, token counters
   std::unique_ptr<cache::ExpertCache> cache_;

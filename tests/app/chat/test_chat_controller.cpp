@@ -12,6 +12,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <functional>
+
 #include <csignal>
 #include <memory>
 #include <sys/types.h>
@@ -152,6 +154,7 @@ class TestChatController : public QObject {
     c.setSamplingValue("maxTokens", 200);
     QSignalSpy finished(&c, &ChatController::replyFinished);
     QSignalSpy streamed(&c, &ChatController::streamingText);
+    c.setGenerationPaused(true);  // held after its first token: the stop lands mid-reply, always
     QVERIFY(c.send(QStringLiteral("JULIET:")));
     QVERIFY(c.generating());
     QVERIFY(streamed.wait(kReplyTimeoutMs));
@@ -190,6 +193,102 @@ class TestChatController : public QObject {
     QCOMPARE(stored[0].content, QStringLiteral("An edited question"));
     QCOMPARE(stored[1].role, QStringLiteral("assistant"));
     QCOMPARE(c.messages()->count(), 2);
+  }
+
+  // The database fails after it was opened — made read-only, then full — while the app runs: every
+  // call that writes gives the error banner (lastError), nothing ends the app, a reply that cannot
+  // be saved still shows as ended, and what was saved before stays intact.
+  void databaseFailuresAfterOpenBecomeTheBanner() {
+    QTemporaryDir dir;
+    const ControllerOptions options = optionsIn(dir);
+    qint64 chat = 0;
+    QString firstReply;
+    {
+      ChatController c(options);
+      c.openModel();
+      QVERIFY(waitReady(c));
+      c.newChat();
+      c.setSamplingValue("maxTokens", 8);
+      c.setSamplingValue("seed", 3);
+      const MessageRow first = sendAndWait(c, QStringLiteral("First question"));
+      QCOMPARE(first.state, QStringLiteral("complete"));
+      chat = c.currentChatId();
+      firstReply = first.content;
+
+      // Read-only: SQLite refuses every write on the app's connection from now on. (Each pragma's
+      // statement is finished at once: an open one would pin the connection's read snapshot.)
+      QSqlQuery pragma(c.database()->connection());
+      const auto setPragma = [&](const QString& sql) {
+        const bool ok = pragma.exec(sql);
+        pragma.finish();
+        return ok;
+      };
+      QVERIFY(setPragma(QStringLiteral("PRAGMA query_only = 1")));
+      const auto refused = [&](const char* what, const std::function<void()>& action) {
+        c.clearError();
+        action();
+        QVERIFY2(c.lastError().contains(QStringLiteral("readonly")), qPrintable(QStringLiteral("%1: '%2'").arg(
+                                                                         QString::fromLatin1(what), c.lastError())));
+      };
+      refused("send", [&] { QVERIFY(!c.send(QStringLiteral("Second question"))); });
+      refused("new chat", [&] { c.newChat(); });
+      refused("rename", [&] { c.renameChat(chat, QStringLiteral("Renamed")); });
+      refused("sampling", [&] { c.setSamplingValue("temperature", 0.5); });
+      refused("system prompt", [&] { c.setSystemPrompt(QStringLiteral("Be brief.")); });
+      refused("select", [&] { c.selectChat(chat); });
+      refused("language", [&] { c.setLanguage(QStringLiteral("zh_CN")); });
+      c.setLanguage(QStringLiteral("en"));
+      refused("regenerate", [&] { QVERIFY(!c.regenerate()); });
+      refused("edit", [&] { QVERIFY(!c.editAndResend(0, QStringLiteral("Edited"))); });
+      refused("delete", [&] { c.deleteChat(chat); });
+      QCOMPARE(c.currentChatId(), chat);  // the chat the database could not delete is still shown
+      QCOMPARE(c.messages()->count(), 2);
+
+      // The database turns read-only while a reply streams: the reply ends in the view, the banner
+      // says it was not saved.
+      QVERIFY(setPragma(QStringLiteral("PRAGMA query_only = 0")));
+      c.clearError();
+      c.setGenerationPaused(true);
+      QSignalSpy streamed(&c, &ChatController::streamingText);
+      QSignalSpy finished(&c, &ChatController::replyFinished);
+      QVERIFY(c.send(QStringLiteral("Third question")));
+      QVERIFY(streamed.wait(kReplyTimeoutMs));
+      QVERIFY(setPragma(QStringLiteral("PRAGMA query_only = 1")));
+      c.setGenerationPaused(false);
+      QVERIFY(finished.wait(kReplyTimeoutMs));
+      QVERIFY2(c.lastError().contains(QStringLiteral("readonly")), qPrintable(c.lastError()));
+      QCOMPARE(c.messages()->rows().back().state, QStringLiteral("complete"));
+      QVERIFY(!c.generating());
+
+      // Full: the file may not grow by a page.
+      QVERIFY(setPragma(QStringLiteral("PRAGMA query_only = 0")));
+      QVERIFY(pragma.exec(QStringLiteral("PRAGMA page_count")) && pragma.next());
+      const qint64 pages = pragma.value(0).toLongLong();
+      pragma.finish();
+      QVERIFY(setPragma(QStringLiteral("PRAGMA max_page_count = %1").arg(pages)));
+      c.clearError();
+      QVERIFY(!c.send(QString(200000, QLatin1Char('x'))));
+      QVERIFY2(c.lastError().contains(QStringLiteral("full")), qPrintable(c.lastError()));
+      // Room again: the app goes on as before.
+      QVERIFY(setPragma(QStringLiteral("PRAGMA max_page_count = 1073741823")));
+      c.clearError();
+      QCOMPARE(sendAndWait(c, QStringLiteral("Fourth question")).state, QStringLiteral("complete"));
+      QCOMPARE(c.lastError(), QString());
+    }
+    // What was saved before the failures is intact; the reply the database refused to finish comes
+    // back as incomplete with its committed text.
+    ChatDatabase after(options.databasePath);
+    QCOMPARE(after.recoverInterruptedReplies(), 1);
+    const auto messages = after.messages(chat);
+    QVERIFY(messages.size() >= 4);
+    QCOMPARE(messages[0].content, QStringLiteral("First question"));
+    QCOMPARE(messages[1].content, firstReply);
+    QCOMPARE(messages[1].state, MessageState::Complete);
+    QCOMPARE(messages[2].content, QStringLiteral("Third question"));
+    QCOMPARE(messages[3].state, MessageState::Incomplete);
+    QSqlQuery q(after.connection());
+    QVERIFY(q.exec(QStringLiteral("PRAGMA integrity_check")) && q.next());
+    QCOMPARE(q.value(0).toString(), QStringLiteral("ok"));
   }
 
   void budgetMovesWhileAReplyStreams() {
@@ -311,27 +410,24 @@ class TestChatController : public QObject {
     app.setProcessEnvironment(env);
     app.start(QStringLiteral(ZIPMOE_CHAT_APP_PATH),
               {QStringLiteral("--database"), db, QStringLiteral("--data-dir"), dir.path(),
-               QStringLiteral("--send"), QStringLiteral("ROMEO:\nSpeak again, bright angel")});
+               QStringLiteral("--send"), QStringLiteral("ROMEO:\nSpeak again, bright angel"),
+               QStringLiteral("--hold-after-first-commit")});
     QVERIFY(app.waitForStarted());
-    // Wait until a streaming reply has committed some text, reading the file as the app writes it.
-    bool streaming = false;
-    QString committed;
-    for (int i = 0; i < 3000 && !streaming && app.state() == QProcess::Running; ++i) {
-      QTest::qWait(20);
-      if (!QFileInfo::exists(db)) continue;
-      try {
-        ChatDatabase reader(db);
-        for (const auto& chat : reader.listChats())
-          for (const auto& m : reader.messages(chat.id))
-            if (m.state == MessageState::Streaming && !m.content.isEmpty()) {
-              streaming = true;
-              committed = m.content;
-            }
-      } catch (const DatabaseError&) {
-        // The app may be creating the schema right now.
-      }
+    // The app holds its reply once part of it is committed and says so: no race with the model.
+    bool held = false;
+    while (!held && app.state() == QProcess::Running) {
+      if (!app.canReadLine()) app.waitForReadyRead(-1);
+      while (app.canReadLine()) held = held || app.readLine().startsWith("committed ");
     }
-    QVERIFY2(streaming, "the app never committed part of a streaming reply");
+    QVERIFY2(held, "the app ended before it committed part of a streaming reply");
+    QString committed;
+    {
+      ChatDatabase reader(db);
+      for (const auto& chat : reader.listChats())
+        for (const auto& m : reader.messages(chat.id))
+          if (m.state == MessageState::Streaming) committed = m.content;
+    }
+    QVERIFY2(!committed.isEmpty(), "no streaming reply with committed text in the database");
     ::kill(static_cast<pid_t>(app.processId()), SIGKILL);
     QVERIFY(app.waitForFinished());
 

@@ -4,11 +4,11 @@
 // while the budget moves during generation. Engine::open measures and reuses a cost profile.
 #include <QtTest>
 
-#include <atomic>
+#include <functional>
 #include <cstring>
 #include <fstream>
-#include <thread>
 
+#include "engine/budget_slider.h"
 #include "test_support.h"
 #include "zipmoe/converter.h"
 #include "zipmoe/engine.h"
@@ -26,13 +26,16 @@ struct Run {
   std::vector<int32_t> tokens;
 };
 
-Run runModel(MoeModel& model, const std::vector<int32_t>& prompt, int steps) {
+// `beforeStep(s)` runs before decode step s (a test's hook to interleave other threads' work).
+Run runModel(MoeModel& model, const std::vector<int32_t>& prompt, int steps,
+             const std::function<void(int)>& beforeStep = {}) {
   Run r;
   const auto seq = model.addSequence();
   auto out = model.forward({{seq, prompt}}, true);
   r.logits.push_back(out[0]);
   const int64_t vocab = model.config().vocabSize;
   for (int s = 0; s < steps; ++s) {
+    if (beforeStep) beforeStep(s);
     const float* last = r.logits.back().data() + (r.logits.back().size() - static_cast<size_t>(vocab));
     const auto next = static_cast<int32_t>(std::max_element(last, last + vocab) - last);
     r.tokens.push_back(next);
@@ -161,7 +164,9 @@ class TestRuntimeGeneration : public QObject {
     Model m;
     prepare(m, demo, "demo-store", CodecSpec{}, 4);
     checkConfigurations(m);
-    // Generation with a "slider" moving the budget from another thread.
+    // Generation with a "slider" moving the budget from another thread: each decode step waits
+    // until the slider has made one more move, and the slider keeps moving while the step's
+    // layers run, so plans are applied in the middle of generation whatever the machine's load.
     RuntimeOptions o;
     o.budgetBytes = UINT64_MAX / 4;
     auto rt = ExpertRuntime::open(m.opened, o, m.profile);
@@ -170,18 +175,15 @@ class TestRuntimeGeneration : public QObject {
     ModelOptions mo;
     mo.experts = rt;
     auto model = MoeModel::load(m.store, mo);
-    std::atomic<bool> done{false};
-    std::thread slider([&] {
-      for (int i = 0; !done.load(); ++i) {
-        rt->setMemoryBudget(i % 3 == 0 ? lo : hi - static_cast<uint64_t>(i % 7) * (hi - lo) / 8);
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    });
-    const Run r = runModel(*model, m.prompt, 12);
-    done = true;
-    slider.join();
+    std::vector<uint64_t> budgets;
+    for (int i = 0; i < 21; ++i) budgets.push_back(i % 3 == 0 ? lo : hi - static_cast<uint64_t>(i % 7) * (hi - lo) / 8);
+    testing::BudgetSlider slider(*rt, budgets);
+    const Run r = runModel(*model, m.prompt, 12, [&](int step) { slider.waitForMoves(step + 1); });
+    const int moves = slider.stop();
+    QVERIFY2(slider.error().empty(), slider.error().c_str());
     QVERIFY(identical(r, m.resident));
-    QVERIFY(rt->stats().replans > 3);
+    QVERIFY(moves >= 12);
+    QVERIFY(rt->stats().replans >= static_cast<uint64_t>(moves));
   }
 
   void aCorruptedChunkStopsGenerationCleanly() {

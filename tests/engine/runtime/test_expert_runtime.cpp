@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/budget_slider.h"
 #include "test_support.h"
 #include "zipmoe/converter.h"
 #include "zipmoe/cost_profile.h"
@@ -27,6 +28,7 @@
 #include "zipmoe/test_model.h"
 
 using namespace zipmoe;
+using zipmoe::testing::BudgetSlider;
 using zipmoe::testing::TempDir;
 
 namespace {
@@ -240,24 +242,54 @@ class TestExpertRuntime : public QObject {
     ZIPMOE_EXPECT_ERROR(open(huffman_, noCheckpoint), "checkpoint");
   }
 
+  // Every runtime closes the files it opened: the full-tensor baseline's checkpoint files, the
+  // store's. Opening and closing many leaves the process with the open files it had.
+  void openingAndClosingRuntimesLeaksNoFiles() {
+    const auto openFiles = [] {
+      size_t n = 0;
+      for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+      return n;
+    };
+    const Manifest& m = huffman_.opened->manifest();
+    RuntimeOptions full;
+    full.mode = OffloadMode::FullTensor;
+    full.checkpointDir = huffman_.hf;
+    full.budgetBytes = budgetFraction(huffman_, 0.3, full);
+    RuntimeOptions zip;
+    zip.budgetBytes = budgetFraction(huffman_, 0.3, zip);
+    {  // once first: whatever a first use opens for good (thread pools, caches) is not counted
+      auto rt = open(huffman_, full);
+      runStream(huffman_, *rt, requestStream(1, m.numLayers(), m.numExperts, 2, 31));
+    }
+    const size_t before = openFiles();
+    for (int i = 0; i < 40; ++i) {
+      auto rt = open(huffman_, i % 2 ? zip : full);
+      runStream(huffman_, *rt, requestStream(1, m.numLayers(), m.numExperts, 2, 32 + i));
+    }
+    QCOMPARE(openFiles(), before);
+  }
+
   void liveBudgetChangesKeepMemoryWithinTheBudget() {
     const Manifest& m = huffman_.opened->manifest();
     RuntimeOptions o;
     o.budgetBytes = budgetFraction(huffman_, 0.6, o);
     auto rt = open(huffman_, o);
     const uint64_t big = o.budgetBytes, small = budgetFraction(huffman_, 0.05, o);
-    // A "slider" thread moves the budget while the model thread runs.
-    std::atomic<bool> done{false};
-    std::thread slider([&] {
-      int i = 0;
-      while (!done.load()) {
-        rt->setMemoryBudget(i++ % 2 ? big : small);
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      }
-    });
-    runStream(huffman_, *rt, requestStream(30, m.numLayers(), m.numExperts, 2, 9));
-    done = true;
-    slider.join();
+    // A "slider" thread moves the budget while the model thread runs: at least one move is applied
+    // before each step, and more while the step's layers run (each tensor is still checked against
+    // the store by runStream).
+    {
+      BudgetSlider slider(*rt, {small, big});
+      const int steps = runStream(huffman_, *rt, requestStream(30, m.numLayers(), m.numExperts, 2, 9), [&](int step) {
+        slider.waitForMoves(step + 1);
+        QVERIFY2(slider.error().empty(), slider.error().c_str());
+      });
+      QVERIFY(steps > 0);
+      const int moves = slider.stop();
+      QVERIFY2(slider.error().empty(), slider.error().c_str());
+      QVERIFY(moves >= 30);
+      QVERIFY(rt->stats().replans >= static_cast<uint64_t>(moves));
+    }
     // While idle, a smaller budget frees memory at once (no layer has to run first).
     rt->setMemoryBudget(big);
     rt->waitForPlan();
@@ -271,7 +303,37 @@ class TestExpertRuntime : public QObject {
     QCOMPARE(st.budgetBytes, small);
     QVERIFY(st.heldBytes <= small);
     QVERIFY(st.replans > 2);
-    qInfo("last replan took %.3f ms", st.lastReplanSeconds * 1e3);
+  }
+
+  // A replan that fails on the planner thread is reported in the stats; the previous plan stays in
+  // force, generation goes on under it, and the next replan works again.
+  void aFailedReplanIsReportedAndThePreviousPlanStays() {
+    const Manifest& m = huffman_.opened->manifest();
+    std::atomic<bool> failing{false};
+    RuntimeOptions o;
+    o.budgetBytes = budgetFraction(huffman_, 0.3, o);
+    o.beforeReplan = [&] {
+      if (failing.load()) throw Error("injected planner failure");
+    };
+    auto rt = open(huffman_, o);
+    runStream(huffman_, *rt, requestStream(4, m.numLayers(), m.numExperts, 2, 21));
+    const uint64_t before = rt->stats().budgetBytes, other = budgetFraction(huffman_, 0.6, o);
+    QCOMPARE(rt->stats().planFailures, uint64_t{0});
+    failing = true;
+    rt->setMemoryBudget(other);
+    rt->waitForPlan();
+    RuntimeStats st = rt->stats();
+    QCOMPARE(st.planFailures, uint64_t{1});
+    QVERIFY2(st.lastPlanError.find("injected planner failure") != std::string::npos, st.lastPlanError.c_str());
+    QCOMPARE(st.budgetBytes, before);  // the previous plan is in force
+    runStream(huffman_, *rt, requestStream(4, m.numLayers(), m.numExperts, 2, 22));  // tensors still exact
+    QVERIFY(rt->stats().heldBytes <= before);
+    failing = false;
+    rt->setMemoryBudget(other);
+    rt->waitForPlan();
+    st = rt->stats();
+    QCOMPARE(st.budgetBytes, other);
+    QCOMPARE(st.planFailures, uint64_t{1});
   }
 
   void activationCountsRoundTrip() {

@@ -1,6 +1,5 @@
 // Cache-pool planner (paper Appendix C–D): rank frequencies, IPF, Algorithms 2–4, each checked
 // against brute-force enumeration over subsets on small layers.
-#include <QElapsedTimer>
 #include <QtTest>
 
 #include <algorithm>
@@ -467,34 +466,6 @@ class TestPlanner : public QObject {
     }
     QVERIFY(planModel({}, 2, kAllPools, cost, bytes, 10, 0.1).empty());
     ZIPMOE_EXPECT_ERROR(planModel({layers[0], {0.5, 0.5}}, 2, kAllPools, cost, bytes, 10, 0.1), "layer 1");
-  }
-
-  void planModelTimeForASlider() {
-    // A benchmark, not a check: 24 layers × 60 experts, k = 4, all pools, δ = 0.05.
-    std::mt19937 rng(31);
-    std::vector<std::vector<double>> layers;
-    for (int l = 0; l < 24; ++l) {
-      std::vector<uint64_t> counts(60);
-      std::gamma_distribution<double> g(0.3 + 0.05 * l, 1.0);
-      for (auto& c : counts) c = static_cast<uint64_t>(g(rng) * 1000) + 1;
-      const double total = std::accumulate(counts.begin(), counts.end(), 0.0);
-      std::vector<double> shape(counts.begin(), counts.end());
-      for (double& x : shape) x /= total;
-      layers.push_back(feasibleFrequencies(shape, 4));
-    }
-    const auto cost = sampleCost();
-    const std::array<double, 4> bytes{3.0, 2.0, 1.5, 1.0};
-    std::vector<double> ms;
-    for (double share : {0.1, 0.3, 0.5, 0.8, 1.0}) {
-      QElapsedTimer timer;
-      timer.start();
-      const auto plans = planModel(layers, 4, kAllPools, cost, bytes, 24 * 60 * 3.0 * share, 0.05);
-      ms.push_back(static_cast<double>(timer.nsecsElapsed()) / 1e6);
-      QCOMPARE(plans.size(), layers.size());
-    }
-    std::sort(ms.begin(), ms.end());
-    qInfo("planModel 24 layers x 60 experts, k=4, 4 pools, step 0.05: min %.2f ms, median %.2f ms, max %.2f ms",
-          ms.front(), ms[ms.size() / 2], ms.back());
   }
 
   void invalidInputsAreRefusedByName() {

@@ -30,6 +30,10 @@ Item {
         name: "ChatPage"
         when: windowShown
 
+        function cleanup() {
+            App.setGenerationPaused(false)  // also when a test failed while a reply was held
+        }
+
         function send(page, text) {
             const input = findChild(page, "messageInput")
             input.text = text
@@ -82,6 +86,10 @@ Item {
             }
             const view = findChild(page, "messageView")
             App.setSamplingValue("maxTokens", 200)
+            App.setSamplingValue("seed", 7)  // the same reply every run (it does not end at once)
+            // The reply is held after its first token until the user has scrolled: the test acts
+            // while it streams without racing the model.
+            App.setGenerationPaused(true)
             send(page, "ROMEO:")
             // The view follows the reply down first…
             tryVerify(() => view.contentHeight > view.height && !view.atYBeginning && view.nearEnd, 60000)
@@ -91,6 +99,7 @@ Item {
             verify(view.atYBeginning)
             const topIndex = view.indexAt(20, view.contentY + 20)
             verify(App.generating, "the reply is still streaming after the user scrolled up")
+            App.setGenerationPaused(false)
             tryCompare(App, "generating", false, 120000)
             wait(100)
             // contentY itself may shift with the origin as delegates resize; what the user sees may not.
