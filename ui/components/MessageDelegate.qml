@@ -83,6 +83,7 @@ Item {
 
             TextEdit {
                 id: body
+                objectName: "messageText"
                 visible: !root.editing
                 Layout.fillWidth: true
                 readOnly: true

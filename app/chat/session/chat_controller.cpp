@@ -8,6 +8,10 @@
 #include <QFileInfo>
 #include <QGuiApplication>
 #include <QJsonArray>
+#include <QNetworkAccessManager>
+#include <QNetworkReply>
+#include <QNetworkRequest>
+#include <QQmlNetworkAccessManagerFactory>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLocale>
@@ -138,6 +142,38 @@ ChatController::~ChatController() {
 }
 
 void ChatController::setInstance(ChatController* controller) { g_instance = controller; }
+
+namespace {
+
+// Sends every request that is not for a local resource to a scheme no handler knows, so it fails
+// at once with QNetworkReply::ProtocolUnknownError and no connection is ever made.
+class LocalOnlyNetworkAccessManager : public QNetworkAccessManager {
+ public:
+  using QNetworkAccessManager::QNetworkAccessManager;
+
+ protected:
+  QNetworkReply* createRequest(Operation op, const QNetworkRequest& request, QIODevice* data) override {
+    const QString scheme = request.url().scheme();
+    if (scheme == QStringLiteral("file") || scheme == QStringLiteral("qrc") || scheme == QStringLiteral("data"))
+      return QNetworkAccessManager::createRequest(op, request, data);
+    QNetworkRequest refused(request);
+    refused.setUrl(QUrl(QStringLiteral("zipmoe-refused-remote:") + request.url().toString()));
+    return QNetworkAccessManager::createRequest(op, refused, data);
+  }
+};
+
+class LocalOnlyNetworkFactory : public QQmlNetworkAccessManagerFactory {
+ public:
+  QNetworkAccessManager* create(QObject* parent) override { return new LocalOnlyNetworkAccessManager(parent); }
+};
+
+}  // namespace
+
+void ChatController::setQmlEngine(QQmlEngine* engine) {
+  qmlEngine_ = engine;
+  static LocalOnlyNetworkFactory factory;  // outlives every engine (the engine does not own it)
+  if (engine && engine->networkAccessManagerFactory() != &factory) engine->setNetworkAccessManagerFactory(&factory);
+}
 
 ChatController* ChatController::create(QQmlEngine* qml, QJSEngine*) {
   Q_ASSERT(g_instance);

@@ -80,7 +80,10 @@ class ChatController : public QObject {
   // The instance QML gets as `App`: main() and the tests create the controller first.
   static void setInstance(ChatController* controller);
   static ChatController* create(QQmlEngine* qml, QJSEngine* js);
-  void setQmlEngine(QQmlEngine* engine) { qmlEngine_ = engine; }
+  // The engine the pages run in (for retranslation). Also makes it refuse every network request
+  // that is not local (file:, qrc:, data:): nothing the app shows — a model's reply with an image
+  // link, above all — may fetch a remote resource.
+  void setQmlEngine(QQmlEngine* engine);
 
   ChatListModel* chats() const { return chats_; }
   MessageModel* messages() const { return messages_; }

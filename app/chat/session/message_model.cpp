@@ -21,6 +21,103 @@ QString withHardLineBreaks(const QString& text) {
   return out;
 }
 
+namespace {
+
+// Rewrites one stretch of markdown text that is not code.
+void appendSanitisedText(QStringView text, QString& out) {
+  for (qsizetype i = 0; i < text.size(); ++i) {
+    const QChar c = text[i];
+    const bool escaped = i > 0 && text[i - 1] == QLatin1Char('\\');
+    if (c == QLatin1Char('!') && !escaped && i + 1 < text.size() && text[i + 1] == QLatin1Char('[')) {
+      // An image if the bracket closes and is followed by ( or [: drop the '!', keeping the link.
+      int depth = 0;
+      qsizetype close = -1;
+      for (qsizetype j = i + 1; j < text.size(); ++j) {
+        if (text[j] == QLatin1Char('\\')) {
+          ++j;
+          continue;
+        }
+        if (text[j] == QLatin1Char('[')) ++depth;
+        if (text[j] == QLatin1Char(']') && --depth == 0) {
+          close = j;
+          break;
+        }
+      }
+      if (close > 0 && close + 1 < text.size() && (text[close + 1] == QLatin1Char('(') || text[close + 1] == QLatin1Char('[')))
+        continue;
+    }
+    if (c == QLatin1Char('<') && !escaped && i + 1 < text.size() &&
+        (text[i + 1].isLetter() || text[i + 1] == QLatin1Char('/') || text[i + 1] == QLatin1Char('!') ||
+         text[i + 1] == QLatin1Char('?'))) {
+      out += QStringLiteral("&lt;");
+      continue;
+    }
+    out += c;
+  }
+}
+
+}  // namespace
+
+QString withoutRemoteContent(const QString& markdown) {
+  QString out;
+  out.reserve(markdown.size() + 16);
+  const QStringList lines = markdown.split(QLatin1Char('\n'));
+  QString fence;  // the opening fence while inside a fenced code block
+  for (qsizetype n = 0; n < lines.size(); ++n) {
+    if (n) out += QLatin1Char('\n');
+    const QString& line = lines[n];
+    const QString trimmed = line.trimmed();
+    if (!fence.isEmpty()) {
+      out += line;
+      if (trimmed.startsWith(fence) && trimmed.count(fence[0]) == trimmed.size()) fence.clear();
+      continue;
+    }
+    if (trimmed.startsWith(QStringLiteral("```")) || trimmed.startsWith(QStringLiteral("~~~"))) {
+      const QChar f = trimmed[0];
+      qsizetype k = 0;
+      while (k < trimmed.size() && trimmed[k] == f) ++k;
+      fence = QString(k, f);
+      out += line;
+      continue;
+    }
+    // Code spans: a run of N backticks up to the next run of exactly N is code.
+    qsizetype at = 0;
+    while (at < line.size()) {
+      const qsizetype tick = line.indexOf(QLatin1Char('`'), at);
+      if (tick < 0) {
+        appendSanitisedText(QStringView(line).mid(at), out);
+        break;
+      }
+      appendSanitisedText(QStringView(line).mid(at, tick - at), out);
+      qsizetype run = tick;
+      while (run < line.size() && line[run] == QLatin1Char('`')) ++run;
+      const qsizetype width = run - tick;
+      qsizetype end = -1;
+      for (qsizetype j = run; j < line.size();) {
+        if (line[j] != QLatin1Char('`')) {
+          ++j;
+          continue;
+        }
+        qsizetype k = j;
+        while (k < line.size() && line[k] == QLatin1Char('`')) ++k;
+        if (k - j == width) {
+          end = k;
+          break;
+        }
+        j = k;
+      }
+      if (end < 0) {  // no closing run: the backticks are text
+        out += QStringView(line).mid(tick, width);
+        at = run;
+      } else {
+        out += QStringView(line).mid(tick, end - tick);
+        at = end;
+      }
+    }
+  }
+  return out;
+}
+
 MessageModel::MessageModel(QObject* parent) : QAbstractListModel(parent) {}
 
 int MessageModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : count(); }
@@ -40,7 +137,7 @@ QVariant MessageModel::data(const QModelIndex& index, int role) const {
     case HitRateRole: return r.expertHitRate;
     case GeneratedTokensRole: return r.generatedTokens;
     case StopReasonRole: return r.stopReason;
-    case MarkdownRole: return withHardLineBreaks(r.content);
+    case MarkdownRole: return withHardLineBreaks(withoutRemoteContent(r.content));
     default: return {};
   }
 }

@@ -30,6 +30,13 @@ struct MessageRow {
 // chat replies are written that way), except inside fenced code blocks, which keep their text.
 QString withHardLineBreaks(const QString& text);
 
+// Model output is untrusted: shown as markdown it must never make the app fetch anything. Outside
+// code (fenced blocks and `code spans`, left as they are), an inline image ![alt](url) or
+// ![alt][ref] becomes the link [alt](url) / [alt][ref], and a raw HTML tag's '<' becomes &lt; so the
+// tag shows as text (an <img>, <iframe> or <a> is never interpreted). The QML engine also refuses
+// every non-local network request (ChatController::setQmlEngine), whatever gets past this.
+QString withoutRemoteContent(const QString& markdown);
+
 class MessageModel : public QAbstractListModel {
   Q_OBJECT
   QML_ELEMENT

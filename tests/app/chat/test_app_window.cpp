@@ -1,13 +1,16 @@
 // The whole app window with the real engine on the demo model: screenshots of every page with real
 // content (a finished chat, the budget page after a replan, the schedule of a real generation,
-// the settings), and the GUI thread's longest stall while the memory budget moves during a
-// streaming reply. Pictures and figures go to $ZIPMOE_ARTIFACTS_DIR (default: the build's
-// tests/artifacts); a timing is printed and saved, never asserted.
-#include <QElapsedTimer>
-#include <QFile>
-#include <QJsonDocument>
-#include <QJsonObject>
+// the settings), and the memory budget moved during a streaming reply on two pages. Pictures go
+// to $ZIPMOE_ARTIFACTS_DIR (default: the build's tests/artifacts). The GUI thread's stalls are
+// measured by zipmoe-chat-bench, not here.
 #include <QQmlApplicationEngine>
+#include <QQmlComponent>
+#include <QQuickItem>
+#include <QQuickTextDocument>
+#include <QTcpServer>
+#include <QTcpSocket>
+#include <QTextBlock>
+#include <QTextDocument>
 #include <QQuickStyle>
 #include <QQuickWindow>
 #include <QSignalSpy>
@@ -17,11 +20,14 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "test_support.h"
 #include "chat_controller.h"
+#include "chat_database.h"
 #include "runtime_monitor.h"
 #include "timeline_model.h"
 
@@ -32,58 +38,6 @@ using namespace zipmoe::app;
 namespace {
 
 QString artifactsDir() { return zipmoe::testing::artifactsDir(QStringLiteral(ZIPMOE_DEFAULT_ARTIFACTS_DIR)); }
-
-// Records the GUI thread's stalls: a 4 ms timer notes how late each of its ticks comes (the time
-// the thread spent on something else: event handling, polish, sync and render of a frame), and the
-// window's frames are timed from beforeFrameBegin to afterFrameEnd.
-class GuiStallProbe : public QObject {
- public:
-  explicit GuiStallProbe(QQuickWindow* window) {
-    timer_.setTimerType(Qt::PreciseTimer);
-    timer_.setInterval(4);
-    connect(&timer_, &QTimer::timeout, this, [this] {
-      const qint64 now = clock_.nsecsElapsed();
-      if (last_ > 0) stalls_.push_back(static_cast<double>(now - last_) / 1e6 - 4.0);
-      last_ = now;
-    });
-    connect(window, &QQuickWindow::beforeFrameBegin, this, [this] { frameStart_ = clock_.nsecsElapsed(); }, Qt::DirectConnection);
-    connect(window, &QQuickWindow::afterFrameEnd, this, [this] {
-      if (frameStart_ >= 0) frames_.push_back(static_cast<double>(clock_.nsecsElapsed() - frameStart_) / 1e6);
-      frameStart_ = -1;
-    }, Qt::DirectConnection);
-  }
-  void start() {
-    clock_.start();
-    last_ = 0;
-    stalls_.clear();
-    frames_.clear();
-    timer_.start();
-  }
-  void stop() { timer_.stop(); }
-  static double maxOf(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
-  static double percentile(std::vector<double> v, double p) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
-  }
-  QJsonObject summary() const {
-    QJsonObject o;
-    o["ticks"] = static_cast<int>(stalls_.size());
-    o["longestStallMs"] = maxOf(stalls_);
-    o["p99StallMs"] = percentile(stalls_, 0.99);
-    o["frames"] = static_cast<int>(frames_.size());
-    o["longestFrameMs"] = maxOf(frames_);
-    o["p99FrameMs"] = percentile(frames_, 0.99);
-    o["medianFrameMs"] = percentile(frames_, 0.5);
-    return o;
-  }
-
- private:
-  QTimer timer_;
-  QElapsedTimer clock_;
-  qint64 last_ = 0, frameStart_ = -1;
-  std::vector<double> stalls_, frames_;
-};
 
 }  // namespace
 
@@ -161,42 +115,104 @@ class TestAppWindow : public QObject {
     showPage(0);
   }
 
-  // Moves the budget every 25 ms (as dragging the slider does) while a reply streams, on the budget
-  // page and on the chat page, and records the GUI thread's longest stall and frame.
-  void guiThreadStaysResponsiveWhileTheBudgetMoves() {
-    QJsonObject report;
+  // The budget moved every 25 ms (as dragging the slider does) while a reply streams, on the budget
+  // page and on the chat page of the real window: every move is taken, the runtime replans, the
+  // reply completes, and the budget ends where the last move put it. How long the GUI thread
+  // stalls meanwhile is a measurement: zipmoe-chat-bench budget-moves (docs/APP.md).
+  void budgetMovesWhileAReplyStreamsOnTheBudgetAndChatPages() {
     for (int page : {1, 0}) {
       showPage(page);
       RuntimeMonitor* rt = controller_->runtime();
+      rt->refresh();
       const double minimum = rt->minimumBudget(), experts = rt->expertBytes();
       controller_->setSamplingValue("maxTokens", 200);
-      GuiStallProbe probe(window_);
+      controller_->setSamplingValue("seed", 5);
+      QSignalSpy replanned(rt, &RuntimeMonitor::replanned);
       QTimer mover;
       int step = 0, moves = 0;
+      double last = 0;
       connect(&mover, &QTimer::timeout, this, [&] {
         const double fraction = 0.05 + 0.9 * std::abs(std::sin(0.15 * step++));
-        if (rt->setBudget(minimum + fraction * experts)) ++moves;
+        if (rt->setBudget(minimum + fraction * experts)) {
+          ++moves;
+          last = minimum + fraction * experts;
+        }
       });
       QSignalSpy finished(controller_.get(), &ChatController::replyFinished);
-      probe.start();
+      // Held after its first token until a few moves are in: the moves land while it streams.
+      controller_->setGenerationPaused(true);
       QVERIFY(controller_->send(QStringLiteral("KING RICHARD:\nNow is the winter of our discontent")));
       mover.start(25);
+      QTRY_VERIFY_WITH_TIMEOUT(moves >= 3, 60000);
+      controller_->setGenerationPaused(false);
       QVERIFY(finished.wait(180000));
       mover.stop();
-      probe.stop();
-      QJsonObject s = probe.summary();
-      s["budgetMoves"] = moves;
-      s["generatedTokens"] = controller_->messages()->rows().back().generatedTokens;
-      s["tokensPerSecond"] = controller_->messages()->rows().back().tokensPerSecond;
-      const QString name = page == 1 ? QStringLiteral("budgetPage") : QStringLiteral("chatPage");
-      report[name] = s;
-      qInfo().noquote() << name << QJsonDocument(s).toJson(QJsonDocument::Compact);
-      QVERIFY(moves > 0);
+      QCOMPARE(rt->error(), QString());
+      QVERIFY(moves >= 3);
+      QCOMPARE(controller_->messages()->rows().back().state, QStringLiteral("complete"));
+      QTRY_VERIFY_WITH_TIMEOUT(replanned.count() > 0 && static_cast<quint64>(rt->budgetBytes()) ==
+                                                            static_cast<quint64>(last),
+                               60000);
     }
-    report["platform"] = QGuiApplication::platformName();
-    QFile f(artifactsDir() + QStringLiteral("/gui_frame_times.json"));
-    QVERIFY(f.open(QIODevice::WriteOnly));
-    f.write(QJsonDocument(report).toJson());
+  }
+
+  // A reply is untrusted: its image links and HTML must not make the app fetch anything. The reply
+  // below points at a local HTTP server that answers 404 and counts connections: shown in the
+  // chat, the reply's text has no image in it (the image is a link), and an Image the engine is
+  // asked to load from that server fails without ever connecting.
+  void modelOutputNeverFetchesARemoteResource() {
+    QTcpServer server;
+    QVERIFY(server.listen(QHostAddress::LocalHost));
+    int connections = 0;
+    connect(&server, &QTcpServer::newConnection, this, [&] {
+      while (QTcpSocket* socket = server.nextPendingConnection()) {
+        ++connections;
+        socket->write("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        socket->disconnectFromHost();
+      }
+    });
+    const QString base = QStringLiteral("http://127.0.0.1:%1/").arg(server.serverPort());
+    ChatDatabase* db = controller_->database();
+    const ChatRecord chat = db->createChat(QStringLiteral("Images"), {}, {}, QStringLiteral("test"));
+    db->addMessage(chat.id, QStringLiteral("user"), QStringLiteral("Show me a picture"), MessageState::Complete);
+    db->addMessage(chat.id, QStringLiteral("assistant"),
+                   QStringLiteral("Here: ![the logo](%1logo.png) and <img src=\"%1raw.png\"> and [a link](%1page)").arg(base),
+                   MessageState::Complete);
+    controller_->selectChat(chat.id);
+    showPage(0);
+    QVERIFY(!window_->grabWindow().isNull());
+    QQuickItem* text = nullptr;
+    std::function<void(QQuickItem*)> visit = [&](QQuickItem* item) {  // the visual tree: delegates too
+      if (item->objectName() == QStringLiteral("messageText") && item->isVisible() &&
+          item->property("text").toString().contains(QStringLiteral("the logo")))
+        text = item;
+      for (QQuickItem* child : item->childItems()) visit(child);
+    };
+    visit(window_->contentItem());
+    QVERIFY2(text, "the reply is not on the chat page");
+    auto* doc = text->property("textDocument").value<QQuickTextDocument*>();
+    QVERIFY(doc && doc->textDocument());
+    int images = 0;
+    QStringList anchors;
+    for (QTextBlock b = doc->textDocument()->begin(); b.isValid(); b = b.next())
+      for (auto it = b.begin(); !it.atEnd(); ++it) {
+        const QTextCharFormat f = it.fragment().charFormat();
+        if (f.isImageFormat()) ++images;
+        if (f.isAnchor()) anchors << f.anchorHref();
+      }
+    QCOMPARE(images, 0);
+    QVERIFY2(anchors.contains(base + QStringLiteral("logo.png")), qPrintable(anchors.join(QLatin1Char(' '))));
+    QVERIFY(doc->textDocument()->toPlainText().contains(QStringLiteral("<img")));  // shown as text
+
+    // The engine itself: an Image from the server ends in an error without a connection.
+    QQmlComponent component(engine_.get());
+    component.setData(QStringLiteral("import QtQuick\nImage { source: \"%1direct.png\" }").arg(base).toUtf8(), QUrl());
+    std::unique_ptr<QObject> image(component.create());
+    QVERIFY2(image, qPrintable(component.errorString()));
+    QTRY_VERIFY_WITH_TIMEOUT(image->property("status").toInt() == 3 /* Image.Error */, 60000);
+    QCoreApplication::processEvents();
+    QCOMPARE(connections, 0);
+    QVERIFY(!server.hasPendingConnections());
   }
 
  private:

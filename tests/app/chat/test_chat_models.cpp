@@ -76,6 +76,24 @@ class TestChatModels : public QObject {
     QCOMPARE(withHardLineBreaks("one line"), QStringLiteral("one line"));
   }
 
+  // Model output shown as markdown never loads anything: images become links, HTML tags text;
+  // code keeps every character.
+  void markdownOfModelOutputLoadsNothing() {
+    QCOMPARE(withoutRemoteContent("See ![the logo](http://example.com/x.png) here"),
+             QStringLiteral("See [the logo](http://example.com/x.png) here"));
+    QCOMPARE(withoutRemoteContent("![a [nested] one][ref]\n\n[ref]: http://example.com/y.png"),
+             QStringLiteral("[a [nested] one][ref]\n\n[ref]: http://example.com/y.png"));
+    QCOMPARE(withoutRemoteContent("<img src=\"http://example.com/z.png\"> and <a href=x>y</a>"),
+             QStringLiteral("&lt;img src=\"http://example.com/z.png\"> and &lt;a href=x>y&lt;/a>"));
+    QCOMPARE(withoutRemoteContent("Hello! [not an image] 3 < 4, 5 > 2, \\![escaped](u)"),
+             QStringLiteral("Hello! [not an image] 3 < 4, 5 > 2, \\![escaped](u)"));
+    QCOMPARE(withoutRemoteContent("`![code](x)` and ``a ` <b>`` then ![i](u)"),
+             QStringLiteral("`![code](x)` and ``a ` <b>`` then [i](u)"));
+    const QString fenced = QStringLiteral("```html\n<img src=\"x\">\n![a](b)\n```\n![c](d)");
+    QCOMPARE(withoutRemoteContent(fenced), QStringLiteral("```html\n<img src=\"x\">\n![a](b)\n```\n[c](d)"));
+    QCOMPARE(withoutRemoteContent("unclosed ` tick <i>"), QStringLiteral("unclosed ` tick &lt;i>"));
+  }
+
   void samplingSettingsRoundTrip() {
     SamplingSettings s;
     s.temperature = 0.35;

@@ -5,6 +5,7 @@ zipmoe_add_test(test_timeline
     ${PROJECT_SOURCE_DIR}/app/chat/timeline/timeline_model.cpp
     ${PROJECT_SOURCE_DIR}/app/chat/timeline/timeline_view.cpp
     ${PROJECT_SOURCE_DIR}/app/chat/timeline/timeline_colors.cpp
+    ${PROJECT_SOURCE_DIR}/app/chat/timeline/synthetic_trace.cpp
   LIBS Qt6::Quick zipmoe_core)
 target_include_directories(test_timeline PRIVATE ${PROJECT_SOURCE_DIR}/app/chat/timeline)
 target_compile_definitions(test_timeline PRIVATE QT_NO_KEYWORDS)
