@@ -18,15 +18,25 @@ echo "== [1/5] build and test (warnings are errors)"
 cmake -S "$root" -B "$root/build-test" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
 cmake --build "$root/build-test" -j "$jobs"
 summary=()
-# Runs ctest with the given arguments, keeps its log, and notes "what: N tests" for the summary.
+# Runs ctest over BUILD_DIR with the given arguments, keeps its log, and notes "what: N tests" for
+# the summary, with every skipped test by name: whole suites CTest skipped, and the test functions
+# that skipped inside a suite (QSKIP; each suite writes BUILD_DIR/test-logs/<suite>.txt).
 run_ctest() {
-  local what="$1"; shift
+  local what="$1" dir="$2"; shift 2
   local log; log="$(mktemp)"
-  ctest "$@" 2>&1 | tee "$log"
+  rm -f "$dir"/test-logs/*.txt
+  ctest --test-dir "$dir" "$@" 2>&1 | tee "$log"
   summary+=("$what: $(grep -Eo '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -n 1)")
+  local skipped
+  skipped="$( { grep -E '\*+(Not Run|Skipped)' "$log" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .*/  skipped suite: \1/';
+                cat "$dir"/test-logs/*.txt 2>/dev/null | grep -E '^SKIP +: ' | sed -E 's/^SKIP +: /  skipped: /'; } || true)"
+  if [ -n "$skipped" ]; then
+    summary+=("$what, skipped tests:")
+    while IFS= read -r line; do summary+=("$line"); done <<<"$skipped"
+  fi
   rm -f "$log"
 }
-run_ctest "[1] build and test" --test-dir "$root/build-test" --output-on-failure -j "$jobs"
+run_ctest "[1] build and test" "$root/build-test" --output-on-failure -j "$jobs"
 
 echo "== [2/5] engine tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S "$root" -B "$root/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZIPMOE_SANITIZE=ON \
@@ -34,7 +44,7 @@ cmake -S "$root" -B "$root/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZIPMO
 cmake --build "$root/build-asan" -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0" \
-  run_ctest "[2] ASan/UBSan" --test-dir "$root/build-asan" --output-on-failure -j "$jobs" -LE no-sanitizer
+  run_ctest "[2] ASan/UBSan" "$root/build-asan" --output-on-failure -j "$jobs" -LE no-sanitizer
 
 echo "== [3/5] expert-runtime tests under ThreadSanitizer"
 cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_SANITIZE=thread \
@@ -43,7 +53,7 @@ runtime_tests=$(cd "$root/tests/engine/runtime" && ls test_*.cpp | sed 's/\.cpp$
 # shellcheck disable=SC2086
 cmake --build "$root/build-tsan" -j "$jobs" --target $runtime_tests
 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp" \
-  run_ctest "[3] TSan" --test-dir "$root/build-tsan" --output-on-failure -j "$jobs" -L runtime
+  run_ctest "[3] TSan" "$root/build-tsan" --output-on-failure -j "$jobs" -L runtime
 
 echo "== [4/5] fuzzing (libFuzzer + ASan/UBSan)"
 cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_FUZZ=ON \
@@ -76,7 +86,7 @@ if [ -n "$nvcc" ]; then
     -DCMAKE_CUDA_COMPILER="$nvcc" -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
   cmake --build "$root/build-cuda" -j "$jobs" --target zipmoe_cuda test_cuda_recovery
   if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
-    run_ctest "[5] CUDA kernel" --test-dir "$root/build-cuda" --output-on-failure -R test_cuda_recovery
+    run_ctest "[5] CUDA kernel" "$root/build-cuda" --output-on-failure -R test_cuda_recovery
   else
     summary+=("[5] CUDA kernel: compiled and linked with nvcc; not run (no GPU on this machine)")
   fi

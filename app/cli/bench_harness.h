@@ -36,6 +36,10 @@ struct BenchSystem {
 BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base, const std::filesystem::path& hf);
 std::vector<std::string> splitList(const std::string& text);
 
+// The p-quantile of v (0 ≤ p ≤ 1) with linear interpolation between neighbours: p = 0.5 is the true
+// median (the mean of the two middle values for an even count). 0 for an empty v.
+double percentile(std::vector<double> v, double p);
+
 struct WorkloadSpec {
   std::string label;                  // names the workload in results and figures
   std::filesystem::path hf;           // the HF checkpoint (the full-tensor baselines read it)

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_harness.h"
 #include "commands.h"
 #include "zipmoe/error.h"
 
@@ -343,7 +344,7 @@ void compareSuite(const SuiteDoc& a, const SuiteDoc& b, double tolerance, bool a
     std::sort(size.begin(), size.end());
     const char* unit = m.change == Change::Points ? "pp" : "%";
     std::printf("  %-20s %3zu figures  median |Δ| %5.1f %s  max |Δ| %5.1f %s  (%s: %.4g → %.4g)\n", m.name.c_str(), m.pairs.size(),
-                size[size.size() / 2], unit, size.back(), unit, worst->where.c_str(), worst->a, worst->b);
+                percentile(size, 0.5), unit, size.back(), unit, worst->where.c_str(), worst->a, worst->b);
     if (m.change == Change::Relative && m.name != labelOf("mib_read_per_token")) {
       totals.timings += static_cast<int>(m.pairs.size());
       totals.timingsWithin += within;

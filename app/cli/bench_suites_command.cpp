@@ -69,15 +69,6 @@ struct Measured {
   std::vector<Sample> samples;
 };
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = p * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
-}
-
 // The figure's subtitle: the machine and the settings every number depends on.
 std::string settingsLine(const BenchWorkload& w, const SuiteOptions& o, const std::string& extra) {
   char buf[512];

@@ -7,6 +7,9 @@
 #include <QProcess>
 #include <QtTest>
 
+#include <cmath>
+#include <vector>
+
 #include <algorithm>
 #include <fstream>
 
@@ -92,6 +95,39 @@ class TestCli : public QObject {
     QVERIFY2(r.out.contains("(zipmoe: 0.001 → 1e+06)"), qPrintable(r.out));
     QVERIFY2(r.out.contains("same at 0 of 1 point (zipmoe → "), qPrintable(r.out));
     QVERIFY2(!r.out.contains("budget-tiny"), "only the suites in both directories");
+
+    // An even number of figures: the median is the mean of the two middle changes. Every TPOT of
+    // the second run is the first's times 1.1, 1.3, 1.5, 1.7, ... in turn (changes 10, 30, 50, 70 %...).
+    {
+      QJsonObject scaled = ablation;
+      QJsonArray results = scaled["results"].toArray();
+      std::vector<double> changes;
+      for (qsizetype i = 0; i < results.size(); ++i) {
+        QJsonObject res = results[i].toObject();
+        if (!res["tpot_ms"].isDouble()) continue;
+        const double factor = 1.1 + 0.2 * static_cast<double>(changes.size());
+        res["tpot_ms"] = res["tpot_ms"].toDouble() * factor;
+        changes.push_back(std::round((factor - 1) * 1000) / 10);
+        results[i] = res;
+      }
+      if (changes.size() % 2) changes.pop_back(), results.removeLast();  // an even count
+      scaled["results"] = results;
+      QVERIFY(changes.size() >= 2);
+      QJsonObject trimmed = ablation;
+      QJsonArray original = ablation["results"].toArray();
+      while (original.size() > results.size()) original.removeLast();
+      trimmed["results"] = original;
+      TempDir even;
+      std::filesystem::create_directories(even / "a");
+      std::filesystem::create_directories(even / "b");
+      writeJsonFile(even / "a" / "ablation-tiny.json", trimmed);
+      writeJsonFile(even / "b" / "ablation-tiny.json", scaled);
+      r = runCli({"bench", "compare", path(even / "a"), path(even / "b")});
+      QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+      const double median = (changes[changes.size() / 2 - 1] + changes[changes.size() / 2]) / 2;
+      const QString expected = QStringLiteral("median |Δ| %1 %").arg(median, 5, 'f', 1);
+      QVERIFY2(r.out.contains(expected), qPrintable(expected + QStringLiteral(" in:\n") + r.out));
+    }
 
     // Bad input: each refusal names what is wrong and where.
     writeJsonFile(tmp / "b" / "ablation-tiny.json", withField(ablation, "zipmoe", "tpot_ms", QJsonValue::Undefined));
@@ -372,7 +408,9 @@ class TestCli : public QObject {
         {{"chat"}, {"usage: zipmoe chat MODEL", "--budget SIZE|PCT%", "--system TEXT"}},
         {{"train-demo"}, {"usage: zipmoe train-demo", "--corpus FILE", "--bf16-autocast"}},
         {{"profile"}, {"usage: zipmoe profile STORE", "--samples N"}},
-        {{"bench"}, {"codec STORE", "runtime", "suite NAME", "report DIR", "compare DIR_A DIR_B"}},
+        {{"bench"}, {"codec STORE", "runtime", "suite NAME", "report DIR", "compare DIR_A DIR_B", "tokenizer MODEL", "planner"}},
+        {{"bench", "tokenizer"}, {"usage: zipmoe bench tokenizer MODEL|TOKENIZER_JSON --text FILE", "--repeat R", "--json FILE"}},
+        {{"bench", "planner"}, {"usage: zipmoe bench planner", "--layers N", "--top-k K", "--json FILE"}},
         {{"bench", "codec"}, {"usage: zipmoe bench codec STORE", "--codecs LIST"}},
         {{"bench", "runtime"}, {"usage: zipmoe bench runtime", "--budgets LIST", "--systems LIST", "--json OUT"}},
         {{"bench", "suite"}, {"usage: zipmoe bench suite NAME", "budget", "scheduler", "--budgets LIST", "--repeat N", "full-lru"}},
@@ -436,6 +474,11 @@ class TestCli : public QObject {
         {{"bench", "codec", "store", "--sample-mb", "18446744073709551617"}, {"--sample-mb", "18446744073709551617"}},
         {{"bench", "report", "dir", "--bogus"}, {"unknown option '--bogus'"}},
         {{"bench", "frob"}, {"unknown bench sub-command 'frob'"}},
+        {{"bench", "tokenizer", "model"}, {"needs --text FILE"}},
+        {{"bench", "tokenizer", "model", "--text", "t.txt", "--repeat", "0"}, {"--repeat", "0 is out of range"}},
+        {{"bench", "planner", "--top-k", "40", "--experts", "30"}, {"--top-k 40 is more than --experts 30"}},
+        {{"bench", "planner", "--pools", "FX"}, {"--pools 'FX'"}},
+        {{"bench", "planner", "--layers", "4294967297"}, {"--layers", "4294967297", "out of range"}},
         {{"convert", "a", "b", "--shards", "4294967300"}, {"--shards", "4294967300", "out of range"}},
         {{"convert", "a", "b", "--level", "2147483653"}, {"--level", "2147483653", "out of range"}},
         {{"make-model", "--family", "mixtral", "--preset", "tiny", "--layers", "4294967297", "m"}, {"--layers", "4294967297"}},
