@@ -148,4 +148,24 @@ echo
 echo "[fresh] ======== results ($(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version), fresh Debian 12 minbase)"
 printf '  %s\n' "${results[@]}"
 [ $failed -eq 0 ] && echo "[fresh] all checks passed" || echo "[fresh] SOME CHECKS FAILED (logs: $logs)"
+# The figures docs/APP.md quotes, as JSON (build-deb/fresh-install-logs/summary.json).
+newly="$(grep -Eo '[0-9]+ newly installed' "$logs/apt-install.log" | grep -Eo '[0-9]+' | head -n 1 || true)"
+{
+  echo "{"
+  echo "  \"date\": \"$(date -u +%Y-%m-%d)\","
+  echo "  \"package\": \"$deb_name\","
+  echo "  \"deb_bytes\": $(stat -c %s "$deb"),"
+  echo "  \"installed_size_kib\": $(dpkg-deb -f "$deb" Installed-Size),"
+  echo "  \"packages_newly_installed\": ${newly:-null},"
+  echo "  \"root_growth_mib\": $(( (used_after - used_before) / 1024 )),"
+  echo "  \"checks\": ["
+  for i in "${!results[@]}"; do
+    sep=","; [ "$i" -eq $((${#results[@]} - 1)) ] && sep=""
+    echo "    \"$(printf '%s' "${results[i]}" | sed 's/"/\\"/g')\"$sep"
+  done
+  echo "  ],"
+  echo "  \"all_passed\": $([ $failed -eq 0 ] && echo true || echo false)"
+  echo "}"
+} >"$logs/summary.json"
+echo "[fresh] summary: $logs/summary.json"
 exit $failed

@@ -359,6 +359,7 @@ class Evaluator {
 }  // namespace
 
 std::string render(const Body& body, const std::vector<std::pair<std::string, Value>>& variables) {
+  const NamespaceCollector namespaces;  // declared first: it empties the namespaces after the scopes go
   auto globals = std::make_shared<Scope>();
   for (auto& [name, v] : globalFunctions()) globals->set(name, std::move(v));
   auto top = child(globals);

@@ -55,10 +55,24 @@ Value Value::callable(std::string name, std::function<Value(CallArgs&)> fn) {
   return v;
 }
 
+namespace {
+thread_local std::vector<std::weak_ptr<NamespaceData>>* liveNamespaces = nullptr;  // of the running render
+}  // namespace
+
 Value Value::namespaceObject(NamespaceData data) {
+  auto ns = std::make_shared<NamespaceData>(std::move(data));
+  if (liveNamespaces) liveNamespaces->push_back(ns);
   Value v;
-  v.v_ = std::make_shared<NamespaceData>(std::move(data));
+  v.v_ = std::move(ns);
   return v;
+}
+
+NamespaceCollector::NamespaceCollector() : outer_(liveNamespaces) { liveNamespaces = &created_; }
+
+NamespaceCollector::~NamespaceCollector() {
+  liveNamespaces = outer_;
+  for (const auto& weak : created_)
+    if (const auto ns = weak.lock()) ns->attrs.clear();  // breaks any cycle through it
 }
 
 int64_t Value::asInt() const { return isBool() ? (asBool() ? 1 : 0) : get<int64_t>("int"); }

@@ -119,6 +119,22 @@ class Value {
   Storage v_;
 };
 
+// A namespace is the one mutable value, so it can come to contain itself ({% set ns.x = [ns] %}), a
+// cycle of shared pointers that would never be freed. A render holds a NamespaceCollector while it
+// runs: every namespace created meanwhile is emptied when it ends, which breaks such cycles (the
+// render returns only text, so no namespace is used after it). Thread-safety: per thread.
+class NamespaceCollector {
+ public:
+  NamespaceCollector();
+  ~NamespaceCollector();
+  NamespaceCollector(const NamespaceCollector&) = delete;
+  NamespaceCollector& operator=(const NamespaceCollector&) = delete;
+
+ private:
+  std::vector<std::weak_ptr<NamespaceData>>* outer_;
+  std::vector<std::weak_ptr<NamespaceData>> created_;
+};
+
 // The error a template raises while rendering; ChatTemplate turns it into zipmoe::Error with the place.
 struct RenderError {
   std::string message;

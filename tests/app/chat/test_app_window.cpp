@@ -90,7 +90,7 @@ class TestAppWindow : public QObject {
     rt->refresh();
     QSignalSpy replanned(rt, &RuntimeMonitor::replanned);
     QVERIFY(rt->setBudget(rt->minimumBudget() + rt->expertBytes() / 3));
-    QTRY_VERIFY_WITH_TIMEOUT(replanned.count() > 0, 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(replanned.count() > 0, 60000);
     QVERIFY(controller_->send(QStringLiteral("What say you?")));  // live figures under the new plan
     QVERIFY(finished.wait(120000));
     rt->refresh();

@@ -34,10 +34,10 @@ Item {
             verify(field !== null)
             field.text = mib(target).toFixed(1)
             mouseClick(findChild(page, "budgetApply"))
-            tryVerify(() => { App.runtime.refresh(); return Math.abs(App.runtime.budgetBytes - target) < 0.1 * 1024 * 1024 }, 5000)
+            tryVerify(() => { App.runtime.refresh(); return Math.abs(App.runtime.budgetBytes - target) < 0.1 * 1024 * 1024 }, 60000)
             // The slider follows the budget once it is not being dragged.
             const slider = findChild(page, "budgetSlider")
-            tryVerify(() => Math.abs(slider.value - App.runtime.budgetBytes) < 0.2 * 1024 * 1024, 5000)
+            tryVerify(() => Math.abs(slider.value - App.runtime.budgetBytes) < 0.2 * 1024 * 1024, 60000)
         }
 
         function test_quickButtonsAndTheSplitAfterAReplan() {
@@ -45,7 +45,7 @@ Item {
             const target = App.runtime.minimumBudget + App.runtime.expertBytes
             mouseClick(findChild(page, "budgetQuick100"))
             // The runtime reports the new budget once its plan is applied (on its own thread).
-            tryVerify(() => { App.runtime.refresh(); return App.runtime.budgetBytes === target }, 20000)
+            tryVerify(() => { App.runtime.refresh(); return App.runtime.budgetBytes === target }, 60000)
             let total = 0
             for (const p of App.runtime.pools)
                 total += p.ratio
@@ -59,7 +59,7 @@ Item {
             field.text = (mib(App.runtime.minimumBudget) / 4).toFixed(2)
             mouseClick(findChild(page, "budgetApply"))
             const error = findChild(page, "budgetError")
-            tryVerify(() => error.visible && error.text.indexOf("minimum") >= 0, 5000)
+            tryVerify(() => error.visible && error.text.indexOf("minimum") >= 0, 60000)
         }
 
         function test_poolCheckBoxes() {
@@ -67,9 +67,9 @@ Item {
             const poolC = findChild(page, "poolC"), poolS = findChild(page, "poolS")
             verify(poolC.checked && poolS.checked)
             mouseClick(poolC)
-            tryCompare(App.runtime, "poolMask", 0xF & ~0x2, 5000)
+            tryCompare(App.runtime, "poolMask", 0xF & ~0x2, 60000)
             mouseClick(poolC)
-            tryCompare(App.runtime, "poolMask", 0xF, 5000)
+            tryCompare(App.runtime, "poolMask", 0xF, 60000)
         }
     }
 }

@@ -57,7 +57,7 @@ Item {
             verify(reply !== null)
             const stats = findChild(reply, "replyStats")
             verify(stats !== null)
-            tryVerify(() => stats.visible && stats.text.indexOf("TTFT") >= 0, 5000)
+            tryVerify(() => stats.visible && stats.text.indexOf("TTFT") >= 0, 60000)
             verify(stats.text.indexOf("tok/s") >= 0, stats.text)
             verify(stats.text.indexOf("expert hit rate") >= 0, stats.text)
         }
@@ -67,7 +67,7 @@ Item {
             App.newChat()
             App.setSamplingValue("maxTokens", 200)
             send(page, "JULIET:")
-            tryVerify(() => App.messages.count === 2)
+            tryVerify(() => App.messages.count === 2, 60000)
             mouseClick(findChild(page, "stopButton"))
             tryCompare(App, "generating", false, 120000)
             App.setSamplingValue("maxTokens", 16)
@@ -95,7 +95,7 @@ Item {
             tryVerify(() => view.contentHeight > view.height && !view.atYBeginning && view.nearEnd, 60000)
             // …then the user scrolls to the top while the reply streams: the view stays there.
             mouseWheel(view, view.width / 2, view.height / 2, 0, 12000)
-            tryVerify(() => !view.moving, 5000)
+            tryVerify(() => !view.moving, 60000)
             verify(view.atYBeginning)
             const topIndex = view.indexAt(20, view.contentY + 20)
             verify(App.generating, "the reply is still streaming after the user scrolled up")

@@ -53,7 +53,7 @@ Item {
             page.zoomToFit()
             const view = findChild(page, "timelineView")
             verify(view !== null)
-            wait(100)
+            tryVerify(() => view.width > 0 && view.height > 0 && view.nsPerPixel > 0, 60000)  // laid out, fitted
             // Find a point on the compute lane that has an event, then hover it.
             const lane = App.timeline.laneCount - 1
             let y = -1
@@ -69,7 +69,7 @@ Item {
             verify(found !== null, "an event on the compute lane")
             mouseMove(view, Math.max(0, fx - 3), y)
             mouseMove(view, fx, y)
-            tryVerify(() => page.hoveredEvent.opName === found.opName, 3000)
+            tryVerify(() => page.hoveredEvent.opName === found.opName, 60000)
         }
     }
 }

@@ -30,12 +30,12 @@ Item {
             area.forceActiveFocus()
             area.text = "You are a herald of Verona."
             area.editingFinished()
-            tryCompare(App, "systemPrompt", "You are a herald of Verona.")
+            tryCompare(App, "systemPrompt", "You are a herald of Verona.", 60000)
             const field = findChild(page, "temperatureField")
             verify(field !== null)
             field.text = "0.35"
             field.accepted()
-            tryVerify(() => Math.abs(App.sampling.temperature - 0.35) < 1e-9, 3000)
+            tryVerify(() => Math.abs(App.sampling.temperature - 0.35) < 1e-9, 60000)
 
             // Another chat has its own settings; coming back restores these.
             const first = App.currentChatId
@@ -56,11 +56,11 @@ Item {
             verify(label !== null)
             const english = label.text
             App.language = "zh_CN"
-            tryVerify(() => label.text !== english, 3000)
+            tryVerify(() => label.text !== english, 60000)
             verify(/[\u4e00-\u9fff]/.test(label.text), label.text)
             compare(box.currentIndex, 1)
             App.language = "en"
-            tryCompare(label, "text", english)
+            tryCompare(label, "text", english, 60000)
         }
     }
 }
