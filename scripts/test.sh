@@ -2,7 +2,7 @@
 # Installs what is needed, builds everything with warnings as errors, and runs every test:
 #   1. the full build (engine, CLI, QtTest suites) under CTest;
 #   2. the engine tests again in an AddressSanitizer + UndefinedBehaviorSanitizer build;
-#   3. the threaded expert-runtime tests (no libtorch) again under ThreadSanitizer;
+#   3. the threaded expert-runtime tests (no libtorch: label `threads`) again under ThreadSanitizer;
 #   4. a short libFuzzer run of every parser of untrusted bytes (store manifest, safetensors header,
 #      exponent chunks, tokenizer.json, chat templates);
 #   5. the CUDA recovery kernel compiled and linked with nvcc, when the CUDA toolkit is installed.
@@ -46,14 +46,12 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
   LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0" \
   run_ctest "[2] ASan/UBSan" "$root/build-asan" --output-on-failure -j "$jobs" -LE no-sanitizer
 
-echo "== [3/5] expert-runtime tests under ThreadSanitizer"
+echo "== [3/5] threaded expert-runtime tests under ThreadSanitizer"
 cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_SANITIZE=thread \
   -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
-runtime_tests=$(cd "$root/tests/engine/runtime" && ls test_*.cpp | sed 's/\.cpp$//')
-# shellcheck disable=SC2086
-cmake --build "$root/build-tsan" -j "$jobs" --target $runtime_tests
+cmake --build "$root/build-tsan" -j "$jobs" --target zipmoe_thread_tests
 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp" \
-  run_ctest "[3] TSan" "$root/build-tsan" --output-on-failure -j "$jobs" -L runtime
+  run_ctest "[3] TSan" "$root/build-tsan" --output-on-failure -j "$jobs" -L threads
 
 echo "== [4/5] fuzzing (libFuzzer + ASan/UBSan)"
 cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_FUZZ=ON \

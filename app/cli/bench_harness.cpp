@@ -20,7 +20,7 @@
 #include "zipmoe/engine.h"
 #include "zipmoe/error.h"
 #include "zipmoe/model_family.h"
-#include "zipmoe/test_model.h"
+#include "zipmoe/synthetic_model.h"
 
 namespace zipmoe::cli {
 
@@ -42,7 +42,8 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 // which is before the model asks for the next layer).
 class SwitchableExperts : public ExpertProvider {
  public:
-  explicit SwitchableExperts(std::shared_ptr<ExpertRuntime> first) : current_(std::move(first)) {}
+  // The store answers the model's shape questions while no runtime is plugged in.
+  explicit SwitchableExperts(std::shared_ptr<const Store> store) : store_(std::move(store)) {}
   void set(std::shared_ptr<ExpertRuntime> p) {
     current_ = std::move(p);
     recording_ = false;
@@ -63,11 +64,15 @@ class SwitchableExperts : public ExpertProvider {
     noteLastLayer();
     return current_->acquire(layer, requests);
   }
-  int numLayers() const override { return current_->numLayers(); }
-  int numExperts() const override { return current_->numExperts(); }
-  std::pair<int64_t, int64_t> tensorShape(int kind) const override { return current_->tensorShape(kind); }
+  int numLayers() const override { return store_->manifest().numLayers(); }
+  int numExperts() const override { return store_->manifest().numExperts; }
+  std::pair<int64_t, int64_t> tensorShape(int kind) const override {
+    const auto& shape = store_->manifest().expert(0, 0, kind).shape;
+    return {shape.at(0), shape.at(1)};
+  }
 
  private:
+  std::shared_ptr<const Store> store_;
   std::shared_ptr<ExpertRuntime> current_;
   bool recording_ = false;
   std::vector<double>* ratios_ = nullptr;
@@ -122,7 +127,7 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
   BenchSystem s{text, base};
   if (text == "zipmoe") return s;
   if (text.rfind("zipmoe:", 0) == 0) {  // zipmoe:FS = ZipMoE with only those pools
-    s.options.pools = parsePools(text.substr(7));
+    s.options.pools = parsePoolMask(text.substr(7), "system " + text);
     return s;
   }
   if (text.rfind("zipmoe-workers:", 0) == 0) {
@@ -172,13 +177,13 @@ std::unique_ptr<BenchWorkload> BenchWorkload::open(const WorkloadSpec& spec) {
     if (spec.generatePreset.empty()) throw Error(spec.hf.string() + " has no config.json");
     std::fprintf(stderr, "bench: generating %s (%s %s shapes, %d layers)…\n", spec.hf.string().c_str(),
                  spec.generateFamily.c_str(), spec.generatePreset.c_str(), spec.generateLayers);
-    TestModelOptions o;
+    SyntheticModelOptions o;
     const auto family = familyFromName(spec.generateFamily);
     if (!family) throw Error("unknown family '" + spec.generateFamily + "' (" + supportedFamilyList() + ")");
     o.family = *family;
     o.preset = spec.generatePreset;
     o.layers = spec.generateLayers;
-    generateTestModel(spec.hf, o);
+    generateSyntheticModel(spec.hf, o);
   }
   if (!std::filesystem::exists(spec.store / "manifest.json")) {
     std::fprintf(stderr, "bench: converting %s to %s…\n", spec.hf.string().c_str(), spec.store.string().c_str());
@@ -205,12 +210,8 @@ std::unique_ptr<BenchWorkload> BenchWorkload::open(const WorkloadSpec& spec) {
   }
   w->profile_ = *saved;
 
-  RuntimeOptions base;
-  base.readMode = spec.readMode;
-  base.budgetBytes = UINT64_MAX / 4;
-  auto first = ExpertRuntime::open(d.store, base, w->profile_);
-  w->expertBytes_ = first->expertBytes();
-  d.experts = std::make_shared<SwitchableExperts>(first);
+  w->expertBytes_ = d.store->manifest().routedExpertBytes();
+  d.experts = std::make_shared<SwitchableExperts>(d.store);
   const Manifest& m = d.store->manifest();
   ModelOptions mo;
   mo.threads = spec.threads;
@@ -226,7 +227,6 @@ std::unique_ptr<BenchWorkload> BenchWorkload::open(const WorkloadSpec& spec) {
   const auto t0 = Clock::now();
   d.model = MoeModel::load(spec.store, mo);
   std::fprintf(stderr, "bench: loaded in %.1f s: %s\n", since(t0), w->describe().c_str());
-  d.experts->set(nullptr);
   return w;
 }
 
@@ -248,7 +248,7 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
   RunResult result;
   result.budgetBytes = budgetBytes;
   RuntimeOptions o = system.options;
-  o.budgetBytes = budgetBytes;
+  o.budget = MemoryBudget::bytes(budgetBytes);
   std::shared_ptr<ExpertRuntime> rt;
   try {
     rt = ExpertRuntime::open(d.store, o, profile_);
@@ -332,7 +332,7 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
     // Replanning latency, as a budget slider causes it.
     const int moves = 10;
     for (int i = 0; i < moves; ++i) {
-      rt->setMemoryBudget(budgetBytes - budgetBytes / 20 * static_cast<uint64_t>(i % 2));
+      rt->setBudget(MemoryBudget::bytes(budgetBytes - budgetBytes / 20 * static_cast<uint64_t>(i % 2)));
       rt->waitForPlan();
       const double ms = rt->stats().lastReplanSeconds * 1e3;
       result.replanMeanMs += ms / moves;

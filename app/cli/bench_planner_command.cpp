@@ -17,7 +17,7 @@
 
 #include "command_line.h"
 #include "commands.h"
-#include "plan/planner.h"
+#include "zipmoe/pool_planner.h"
 #include "zipmoe/cost_profile.h"
 #include "zipmoe/error.h"
 
@@ -43,12 +43,7 @@ int runBenchPlanner(const Args& arguments) {
   const int repeats = line.integer<int>("--repeat", 1, 1000, 9);
   if (k > experts) throw Error("--top-k " + std::to_string(k) + " is more than --experts " + std::to_string(experts));
   const std::string poolText = line.text("--pools", "FCSE");
-  plan::PoolMask pools = 0;
-  for (char c : poolText) {
-    const auto at = std::string("FCSE").find(c);
-    if (at == std::string::npos) throw Error("--pools '" + poolText + "': expected letters of FCSE");
-    pools |= 1u << at;
-  }
+  const PoolMask pools = parsePoolMask(poolText, "--pools");
 
   std::mt19937 rng(31);
   std::vector<std::vector<double>> frequencies;
@@ -83,7 +78,7 @@ int runBenchPlanner(const Args& arguments) {
   cost.threads = 2;
   cost.shards = 4;
   cost.tensorsPerExpert = 3;
-  const std::array<double, plan::kNumPools> bytes{17.3e6, 11.5e6, 8.65e6, 2.85e6};
+  const std::array<double, kNumPools> bytes{17.3e6, 11.5e6, 8.65e6, 2.85e6};
   const double allExperts = bytes[0] * experts * layers;
 
   using Clock = std::chrono::steady_clock;

@@ -71,7 +71,7 @@ int runBenchRuntime(const Args& arguments) {
   const std::filesystem::path traceFile = line.text("--trace-file", "../shared/data/traces/qwen1.5-moe.tsv");
   const std::vector<int> tracePrompts =
       line.has("--trace-prompts") ? parseIntList("--trace-prompts", *line.text("--trace-prompts"), 0, 1 << 20) : std::vector<int>{0};
-  const unsigned pools = line.has("--pools") ? parsePools(*line.text("--pools")) : 0xFu;
+  const PoolMask pools = line.has("--pools") ? parsePoolMask(*line.text("--pools"), "option --pools") : kAllPools;
   const ReadMode mode = line.has("--buffered") ? ReadMode::Buffered : ReadMode::Direct;
   const bool warmUp = !line.has("--no-warm-up");
   const std::string tag = "qwen1.5-moe-" + std::to_string(layers) + "l";

@@ -70,7 +70,7 @@ constexpr const char* kUsage =
     "  convert HF_DIR OUT_DIR [OPTIONS]   convert an HF checkpoint to a store\n"
     "  inspect STORE                      sizes, ratios, exponent entropy and bound of a store\n"
     "  verify STORE HF_DIR                bit-exact round trip of every tensor against the source\n"
-    "  make-model [OPTIONS] OUT_DIR       write a test model (HF directory) of any family\n"
+    "  make-model [OPTIONS] OUT_DIR       write a synthetic model (HF directory) of any family\n"
     "  bench codec STORE [OPTIONS]        compare exponent codecs on a store's expert tensors\n"
     "  bench runtime [OPTIONS]            ZipMoE vs full-tensor offloading: TPOT at several budgets\n"
     "  bench suite NAME [OPTIONS]         the paper's evaluation: budget, batch, length, ablation, scheduler,\n"

@@ -1,4 +1,4 @@
-// `zipmoe make-model`: writes a generated Hugging Face model directory (test models for every family).
+// `zipmoe make-model`: writes a synthetic Hugging Face model directory (any supported family and preset).
 //
 //   zipmoe make-model --family F --preset P [--layers N] [--sigma S] [--seed N] [--shard-size MB] OUT_DIR
 //   zipmoe make-model --family F --config CONFIG_JSON [--sigma S] [--seed N] [--shard-size MB] OUT_DIR
@@ -16,7 +16,7 @@
 #include "commands.h"
 #include "terminal_progress.h"
 #include "zipmoe/error.h"
-#include "zipmoe/test_model.h"
+#include "zipmoe/synthetic_model.h"
 
 namespace zipmoe::cli {
 namespace {
@@ -41,7 +41,7 @@ const CommandSpec& makeModelSpec() {
 int listPresets() {
   for (ModelFamily family : allFamilies()) {
     std::cout << familyName(family) << ":";
-    for (const auto& preset : testModelPresets(family)) std::cout << ' ' << preset;
+    for (const auto& preset : syntheticModelPresets(family)) std::cout << ' ' << preset;
     std::cout << '\n';
   }
   return 0;
@@ -73,7 +73,7 @@ int runMakeModel(const Args& arguments) {
     if (!args.empty()) throw Error("make-model --list-presets takes no other argument\nusage: " + spec.synopsis);
     return listPresets();
   }
-  TestModelOptions options;
+  SyntheticModelOptions options;
   const bool haveFamily = line.has("--family"), havePreset = line.has("--preset"), haveConfig = line.has("--config");
   const std::string familyText = line.text("--family", ""), presetText = line.text("--preset", ""),
                     configPath = line.text("--config", "");
@@ -97,13 +97,13 @@ int runMakeModel(const Args& arguments) {
     if (!haveFamily) throw Error("make-model: --family is required with --preset\nusage: " + spec.synopsis);
     options.family = parseFamily(familyText);
     options.preset = presetText;
-    config = testModelConfig(options);
+    config = syntheticModelConfig(options);
   }
 
   TerminalProgress progress("make-model");
   options.onProgress = [&progress](uint64_t done, uint64_t total) { progress.update(done, total); };
   const size_t tensorCount = checkpointTensors(options.family, config).size();
-  const uint64_t bytes = generateTestModel(outDir, config, options);
+  const uint64_t bytes = generateSyntheticModel(outDir, config, options);
   progress.finish();
   std::cout << "make-model: family " << familyName(options.family) << ", preset " << options.preset << ", "
             << tensorCount << " tensors, " << bytes << " bytes of weights -> " << outDir.string() << '\n';

@@ -8,9 +8,7 @@
 
 namespace zipmoe::cli {
 
-uint64_t budgetBytes(double percent, uint64_t expertBytes) {
-  return static_cast<uint64_t>(percent / 100.0 * static_cast<double>(expertBytes));
-}
+uint64_t budgetBytes(double percent, uint64_t expertBytes) { return MemoryBudget::shareBytes(percent / 100.0, expertBytes); }
 
 namespace {
 
@@ -65,39 +63,6 @@ BudgetSpec parseBudget(const std::string& option, const std::string& text) {
   return b;
 }
 
-void requireMinimumBudget(const BudgetSpec& budget, uint64_t bytes, uint64_t minimum, uint64_t expertBytes) {
-  if (bytes >= minimum) return;
-  const auto mib = [](uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
-  char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "--budget %s is %.2f MiB (%llu bytes), below the minimum this model needs, %.2f MiB (%llu bytes, "
-                "%.1f%% of its %.2f MiB of expert bytes): the runtime's working set of staging and output slots",
-                budget.text.c_str(), mib(bytes), static_cast<unsigned long long>(bytes), mib(minimum),
-                static_cast<unsigned long long>(minimum),
-                expertBytes ? 100.0 * static_cast<double>(minimum) / static_cast<double>(expertBytes) : 0.0, mib(expertBytes));
-  throw Error(buf);
-}
-
-unsigned parsePools(const std::string& text) {
-  unsigned mask = 0;
-  for (char c : text) {
-    const std::string letters = "FCSE";
-    const auto pos = letters.find(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
-    if (pos == std::string::npos)
-      throw Error("option --pools: '" + text + "' has '" + std::string(1, c) + "'; use the letters F, C, S, E");
-    mask |= 1u << pos;
-  }
-  if (mask == 0) throw Error("option --pools: give at least one of F, C, S, E");
-  return mask;
-}
-
-std::string poolsText(unsigned mask) {
-  std::string s;
-  for (int p = 0; p < 4; ++p)
-    if (mask & (1u << p)) s += "FCSE"[p];
-  return s;
-}
-
 const std::vector<OptionSpec>& runtimeOptionSpecs() {
   static const std::vector<OptionSpec> specs = {
       {"--budget", "SIZE|PCT%", "run the experts through the runtime under this memory budget: bytes (K/M/G suffix) or PCT% (0-100) of the expert bytes, working set included"},
@@ -122,7 +87,7 @@ std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOpt
   bool any = false;
   if (const auto v = line.text("--budget")) budget = parseBudget("--budget", *v);
   if (const auto v = line.text("--pools")) {
-    r.pools = parsePools(*v);
+    r.pools = parsePoolMask(*v, "option --pools");
     any = true;
   }
   if (const auto v = line.text("--offload")) {
@@ -169,7 +134,8 @@ std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOpt
   if (r.mode == OffloadMode::FullTensor && r.checkpointDir.empty())
     throw Error("--offload full reads whole BF16 tensors from the HF checkpoint: give --checkpoint HF_DIR");
   if (budget) {
-    r.budgetBytes = UINT64_MAX / 4;  // every expert allowed until the model's size is known (openEngine)
+    r.budget = budget->percent ? MemoryBudget::shareOfExperts(budget->value / 100.0)
+                               : MemoryBudget::bytes(static_cast<uint64_t>(budget->value));
     engine.runtime = r;
   }
   return budget;
@@ -178,16 +144,18 @@ std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOpt
 std::unique_ptr<Engine> openEngine(const std::filesystem::path& dir, EngineOptions options,
                                    const std::optional<BudgetSpec>& budget) {
   if (!options.onStatus) options.onStatus = [](const std::string& s) { std::fprintf(stderr, "zipmoe: %s\n", s.c_str()); };
-  auto engine = Engine::open(dir, options);
-  if (ExpertRuntime* rt = engine->runtime(); rt && budget) {
-    const uint64_t bytes = budget->bytes(rt->expertBytes());
-    requireMinimumBudget(*budget, bytes, rt->minimumBudget(), rt->expertBytes());
-    std::fprintf(stderr, "zipmoe: --budget %s: %llu bytes of %llu bytes of experts (BF16); its working set, %llu bytes, is part of it\n",
-                 budget->text.c_str(), static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(rt->expertBytes()),
-                 static_cast<unsigned long long>(rt->minimumBudget()));
-    engine->setMemoryBudget(bytes);
-    rt->waitForPlan();
+  std::unique_ptr<Engine> engine;
+  try {
+    engine = Engine::open(dir, options);
+  } catch (const Error& e) {
+    if (budget && std::string(e.what()).find("below the minimum") != std::string::npos)
+      throw Error("--budget " + budget->text + ": " + e.what());
+    throw;
   }
+  if (const ExpertRuntime* rt = engine->runtime(); rt && budget)
+    std::fprintf(stderr, "zipmoe: --budget %s: %llu bytes of %llu bytes of experts (BF16); its working set, %llu bytes, is part of it\n",
+                 budget->text.c_str(), static_cast<unsigned long long>(rt->stats().budgetBytes),
+                 static_cast<unsigned long long>(rt->expertBytes()), static_cast<unsigned long long>(rt->minimumBudget()));
   return engine;
 }
 
@@ -210,7 +178,7 @@ std::string describeRuntime(const ExpertRuntime& rt) {
   } else {
     out += "; pools";
     for (int p = 0; p < 4; ++p) {
-      std::snprintf(buf, sizeof buf, " %c %.0f%% %.1f MiB hit %.1f%%", "FCSE"[p], 100.0 * s.pools[static_cast<size_t>(p)].ratio,
+      std::snprintf(buf, sizeof buf, " %c %.0f%% %.1f MiB hit %.1f%%", poolLetter(static_cast<Pool>(p)), 100.0 * s.pools[static_cast<size_t>(p)].ratio,
                     mib(s.pools[static_cast<size_t>(p)].capacityBytes), 100.0 * static_cast<double>(s.hits[static_cast<size_t>(p)]) / acts);
       out += buf;
     }

@@ -22,7 +22,8 @@ namespace zipmoe::cli {
 
 // What `--budget N%` means, everywhere (generate, chat, bench runtime, bench suite): N % of the
 // model's routed expert bytes in BF16 (ExpertRuntime::expertBytes()), as the whole budget — the
-// working set (staging and output slots) comes out of it, it is not added. The same figure the
+// working set (staging and output slots) comes out of it, it is not added (MemoryBudget::
+// shareOfExperts; budgetBytes is MemoryBudget::shareBytes). The same figure the
 // bench suites and docs/BENCHMARKS.md report, and the app's first budget for a model (a fraction of
 // the expert bytes); the app's budget page names its presets by the pools' share instead.
 uint64_t budgetBytes(double percent, uint64_t expertBytes);
@@ -37,19 +38,14 @@ struct BudgetSpec {
 };
 // SIZE (K/M/G, KiB/MiB/GiB; at least 1 byte) or PCT% (0 < PCT <= 100); throws Error naming option and text.
 BudgetSpec parseBudget(const std::string& option, const std::string& text);
-// Throws an Error naming the budget, its bytes and the runtime's minimum (in bytes and as a
-// percentage of the expert bytes) when `bytes` is below `minimum`: a budget is refused, not raised.
-void requireMinimumBudget(const BudgetSpec& budget, uint64_t bytes, uint64_t minimum, uint64_t expertBytes);
-unsigned parsePools(const std::string& text);
-std::string poolsText(unsigned mask);
 
 // The runtime options, one OptionSpec each, for a command's spec.
 const std::vector<OptionSpec>& runtimeOptionSpecs();
 // Reads the runtime options into `engine` (the runtime is set only with --budget). Returns the
 // budget to apply once the runtime exists (percentages need the model's size).
 std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOptions& engine);
-// Opens the engine; the runtime opens with every expert allowed, then the budget is checked against
-// its minimum and set.
+// Opens the engine with the budget in its runtime options; a budget below the runtime's minimum is
+// refused (the message names the option, the minimum in bytes and as a share of the expert bytes).
 std::unique_ptr<Engine> openEngine(const std::filesystem::path& dir, EngineOptions options,
                                    const std::optional<BudgetSpec>& budget);
 // A one-paragraph summary of the runtime's state after a run (pools, hits, bytes, makespans).

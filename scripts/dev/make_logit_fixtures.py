@@ -13,7 +13,7 @@ Written per fixture into tests/fixtures/logits/:
   NAME.f32.bin   float32 little-endian [rows, vocab] logits of the float32 run
   NAME.bf16.bin  the same for the bfloat16 run (logits upcast to float32)
 The weights are not stored: the C++ test regenerates the identical model with
-zipmoe::generateTestModel (deterministic per seed and config).
+zipmoe::generateSyntheticModel (deterministic per seed and config).
 
 Usage: make_logit_fixtures.py --zipmoe build/app/zipmoe [--out tests/fixtures/logits]
 Needs torch, transformers and safetensors (a venv outside the repository).

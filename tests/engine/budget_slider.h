@@ -58,7 +58,7 @@ class BudgetSlider {
         if (stopping_) return;
       }
       try {
-        runtime_.setMemoryBudget(budgets_[i % budgets_.size()]);
+        runtime_.setBudget(MemoryBudget::bytes(budgets_[i % budgets_.size()]));
         runtime_.waitForPlan();
       } catch (const std::exception& e) {
         std::lock_guard lock(mutex_);

@@ -121,10 +121,13 @@ void EngineWorker::openModel(const OpenModelRequest& request) {
     const QString storePath = ensureStore(request.path, request.storesDir);
     Q_EMIT loadProgress(tr("Opening the model…"), -1.0);
     QString modelKey;
+    int layers = 0, experts = 0;
     {
       const auto store = Store::open(toPath(storePath));
       modelKey = QString::fromLatin1(familyName(store->manifest().family)) + QLatin1Char(':') +
                  QString::fromStdString(storeIdentity(*store));
+      layers = store->manifest().numLayers();
+      experts = store->manifest().numExperts;
     }
     // A cost profile measured earlier on this machine for this store (kept in the database) saves
     // the few seconds of measuring again when the store's own copy is gone.
@@ -141,40 +144,39 @@ void EngineWorker::openModel(const OpenModelRequest& request) {
 
     EngineOptions options;
     RuntimeOptions runtime;
-    runtime.budgetBytes = UINT64_MAX / 4;  // set for real below, once the expert bytes are known
+    // The budget the user chose for this model last time, or a share of its experts; one that a
+    // changed store has made too small or too large is moved to the nearest end, not refused.
+    runtime.budget = request.budgetBytes ? MemoryBudget::bytes(request.budgetBytes).clamped()
+                                         : MemoryBudget::shareOfExperts(request.budgetFraction).clamped();
     runtime.pools = request.pools;
     runtime.decompressWorkers = request.decompressWorkers;
-    options.runtime = runtime;
-    options.onStatus = [this](const std::string& status) { Q_EMIT loadProgress(QString::fromStdString(status), -1.0); };
-    engine_ = Engine::open(toPath(storePath), options);
-    auto rt = engine_->sharedRuntime();
-
+    // The planner starts from the statistics of earlier sessions.
     tryDatabase(QT_TR_NOOP("read the saved expert statistics"), [&](ChatDatabase& db) {
       if (const auto counts = db.loadActivationCounts(modelKey)) {
+        if (counts->layers != layers || counts->experts != experts) {
+          Q_EMIT loadProgress(tr("Ignoring saved expert statistics for %1 layers × %2 experts: the model has %3 × %4.")
+                                  .arg(counts->layers).arg(counts->experts).arg(layers).arg(experts),
+                              -1.0);
+          return;
+        }
         ActivationCounts c;
         c.layers = counts->layers;
         c.experts = counts->experts;
         c.counts.assign(counts->counts.begin(), counts->counts.end());
         c.steps.assign(counts->steps.begin(), counts->steps.end());
-        try {
-          rt->loadActivationCounts(c);
-        } catch (const Error& e) {
-          Q_EMIT loadProgress(tr("Ignoring saved expert statistics: %1").arg(QString::fromUtf8(e.what())), -1.0);
-        }
+        runtime.history = std::move(c);
       }
     });
+    options.runtime = runtime;
+    options.onStatus = [this](const std::string& status) { Q_EMIT loadProgress(QString::fromStdString(status), -1.0); };
+    engine_ = Engine::open(toPath(storePath), options);
+    auto rt = engine_->sharedRuntime();
     tryDatabase(QT_TR_NOOP("save the cost profile"), [&](ChatDatabase& db) {
       QFile profile(profilePath);
       if (profile.open(QIODevice::ReadOnly)) db.saveProfile(modelKey, QString::fromUtf8(profile.readAll()));
     });
-
     const uint64_t expertBytes = rt->expertBytes(), minimum = rt->minimumBudget();
-    uint64_t budget = request.budgetBytes
-                          ? request.budgetBytes
-                          : static_cast<uint64_t>(request.budgetFraction * static_cast<double>(expertBytes));
-    budget = std::clamp(budget, minimum, std::max(minimum, expertBytes + minimum));
-    rt->setMemoryBudget(budget);
-    rt->waitForPlan();
+    const uint64_t budget = rt->stats().budgetBytes;
 
     const ModelConfig& config = engine_->model().config();
     info_ = ModelInfo{};

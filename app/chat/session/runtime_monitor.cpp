@@ -9,7 +9,6 @@ namespace zipmoe::app {
 
 namespace {
 constexpr int kHistoryLength = 120;  // samples kept for the makespan chart
-const char* const kPoolKeys[4] = {"F", "C", "S", "E"};
 }  // namespace
 
 RuntimeMonitor::RuntimeMonitor(std::shared_ptr<RuntimeHandle> handle, TimelineModel* timeline, QObject* parent)
@@ -75,7 +74,7 @@ QVariantList RuntimeMonitor::pools() const {
   for (int p = 0; p < 4; ++p) {
     const PoolState& s = stats_.pools[static_cast<size_t>(p)];
     QVariantMap m;
-    m[QStringLiteral("key")] = QString::fromLatin1(kPoolKeys[p]);
+    m[QStringLiteral("key")] = QString(QLatin1Char(poolLetter(static_cast<Pool>(p))));
     m[QStringLiteral("enabled")] = ((poolMask_ >> p) & 1u) != 0;
     m[QStringLiteral("ratio")] = s.ratio;
     m[QStringLiteral("capacityBytes")] = static_cast<double>(s.capacityBytes);
@@ -100,7 +99,7 @@ bool RuntimeMonitor::setBudget(double bytes) {
     return false;
   }
   try {
-    rt->setMemoryBudget(static_cast<uint64_t>(bytes));
+    rt->setBudget(MemoryBudget::bytes(static_cast<uint64_t>(bytes)));
   } catch (const Error& e) {
     setError(QString::fromUtf8(e.what()));
     return false;

@@ -6,10 +6,11 @@
 // profile is read from `profilePath` (default STORE/profile.json) when it belongs to this machine
 // and store, and otherwise measured (I/O, decompression, recovery and the expert FFN) and saved
 // there (or beside, if the store is read-only, in the user's cache directory). With `replayTrace`
-// set, every MoE layer's routing is forced from a real activation trace (TraceRouting).
-// setMemoryBudget forwards to the runtime: it replans off the critical path while generation goes on.
-// Thread-safety: one thread generates; setMemoryBudget, runtime()->stats() and drainTrace may be
-// called from others. Cost: loading reads the dense weights; profiling takes a few seconds.
+// set, every MoE layer's routing is forced from a real activation trace (TraceRouting). The budget
+// is moved on the runtime (ExpertRuntime::setBudget): it replans off the critical path while
+// generation goes on.
+// Thread-safety: one thread generates; runtime()->setBudget, stats() and drainTrace may be called
+// from others. Cost: loading reads the dense weights; profiling takes a few seconds.
 #pragma once
 
 #include <filesystem>
@@ -59,8 +60,6 @@ class Engine {
   const CostProfile& profile() const { return profile_; }
   std::shared_ptr<const Store> store() const { return store_; }
   double loadSeconds() const { return loadSeconds_; }
-  // Throws zipmoe::Error without a runtime, or for a budget below the minimum (named).
-  void setMemoryBudget(uint64_t bytes);
 
  private:
   Engine() = default;

@@ -88,6 +88,8 @@ struct Manifest {
   int numLayers() const { return static_cast<int>(layers.size()); }
   int numKinds() const { return static_cast<int>(tensorKinds.size()); }
   const ExpertTensorEntry& expert(int layer, int expert, int kind) const;
+  // Every routed expert tensor in BF16: what a memory budget's share of the experts is a share of.
+  uint64_t routedExpertBytes() const;
 };
 
 // Identifies one chunk. shard in [0, K) is an E-chunk; kSmShard is the SM-chunk.

@@ -4,7 +4,7 @@
 #include <limits>
 #include <string>
 
-#include "format/random.h"
+#include "base/random.h"
 #include "zipmoe/error.h"
 
 namespace zipmoe::cache {

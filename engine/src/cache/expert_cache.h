@@ -21,12 +21,13 @@
 #include <vector>
 
 #include "io/file_io.h"
-#include "zipmoe/expert_runtime.h"
+#include "zipmoe/pools.h"
+#include "zipmoe/runtime_options.h"
 
 namespace zipmoe::cache {
 
+// Entry::pool is a pool's index (zipmoe/pools.h: poolIndex(Pool::F) …) or kNoPool.
 inline constexpr int kNoPool = -1;
-inline constexpr int kPoolF = 0, kPoolC = 1, kPoolS = 2, kPoolE = 3;
 
 // What one resident expert keeps, per tensor kind. Empty buffers = part not kept.
 struct TensorParts {

@@ -12,7 +12,7 @@
 #include <set>
 #include <tuple>
 
-#include "format/crc32c.h"
+#include "base/crc32c.h"
 #include "io/file_io.h"
 #include "zipmoe/bf16_split.h"
 #include "zipmoe/error.h"

@@ -90,6 +90,12 @@ json chunkJson(const ChunkRef& c) { return json::array({c.offset, c.size, c.coun
 
 }  // namespace
 
+uint64_t Manifest::routedExpertBytes() const {
+  uint64_t total = 0;
+  for (const ExpertTensorEntry& e : experts) total += e.numel * 2;
+  return total;
+}
+
 const ExpertTensorEntry& Manifest::expert(int layer, int expertIndex, int kind) const {
   return experts[(static_cast<size_t>(layer) * static_cast<size_t>(numExperts) + static_cast<size_t>(expertIndex)) *
                      tensorKinds.size() +

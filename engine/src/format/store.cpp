@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "format/crc32c.h"
+#include "base/crc32c.h"
 #include "io/file_io.h"
 #include "zipmoe/bf16_split.h"
 #include "zipmoe/error.h"

@@ -69,6 +69,24 @@ void FileHandle::readExact(void* dst, size_t length, uint64_t offset) const {
   }
 }
 
+size_t FileHandle::readUpTo(void* dst, size_t length, uint64_t offset) const {
+  auto* p = static_cast<uint8_t*>(dst);
+  size_t done = 0;
+  while (done < length) {
+    const ssize_t r = ::pread(fd_, p + done, length - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw Error(systemErrorMessage("read of " + std::to_string(length) + " bytes at offset " +
+                                         std::to_string(offset) + " in " + path_.string() + " failed",
+                                     errno));
+    }
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+  }
+  std::memset(p + done, 0, length - done);
+  return done;
+}
+
 void FileHandle::writeAll(const void* src, size_t length) {
   const auto* p = static_cast<const uint8_t*>(src);
   size_t done = 0;

@@ -30,6 +30,10 @@ class FileHandle {
   uint64_t size() const;
   // Reads exactly `length` bytes at `offset`; throws on error or end-of-file.
   void readExact(void* dst, size_t length, uint64_t offset) const;
+  // Reads up to `length` bytes at `offset`, stopping early only at end-of-file, and zero-fills the
+  // rest of dst (an aligned O_DIRECT read of a file's last block ends at the file's end). Returns
+  // the bytes read. Throws on error.
+  size_t readUpTo(void* dst, size_t length, uint64_t offset) const;
   // Writes all bytes at the current position / at `offset`.
   void writeAll(const void* src, size_t length);
   void writeAllAt(const void* src, size_t length, uint64_t offset);
@@ -39,6 +43,13 @@ class FileHandle {
  private:
   int fd_ = -1;
   std::filesystem::path path_;
+};
+
+// A range of an open file that one request reads: for O_DIRECT, offset and length are multiples of
+// 4 KiB. The file must outlive the range.
+struct FileRange {
+  const FileHandle* file = nullptr;
+  uint64_t offset = 0, length = 0;
 };
 
 // Reads a whole (small) file into a string; throws naming the path.

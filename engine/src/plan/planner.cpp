@@ -3,7 +3,7 @@
 // planLayer and planModel do the per-layer work once — fitting q (IPF) and tabulating the hit
 // distribution Φ of every rank interval [a, b) — so that each grid point of Algorithm 4 costs only
 // table look-ups and the sum over hit patterns.
-#include "plan/planner.h"
+#include "zipmoe/pool_planner.h"
 
 #include <algorithm>
 #include <cmath>
@@ -240,7 +240,7 @@ void validatePlanArguments(PoolMask pools, const std::array<double, kNumPools>& 
   for (int p = 0; p < kNumPools; ++p) {
     const double b = bytesPerExpert[static_cast<size_t>(p)];
     if ((pools & (1u << p)) != 0 && (!std::isfinite(b) || b <= 0))
-      fail(std::string("bytesPerExpert[") + poolName(static_cast<Pool>(p)) + "] = " + num(b) +
+      fail(std::string("bytesPerExpert[") + std::string(1, poolLetter(static_cast<Pool>(p))) + "] = " + num(b) +
            ", expected > 0 for an enabled pool");
   }
   if (!std::isfinite(budgetBytes) || budgetBytes < 0)
@@ -327,15 +327,6 @@ LayerPlan searchGrid(const IntervalHits& hits, int k, PoolMask pools, const Cost
 
 }  // namespace
 
-const char* poolName(Pool p) {
-  switch (p) {
-    case Pool::F: return "F";
-    case Pool::C: return "C";
-    case Pool::S: return "S";
-    case Pool::E: return "E";
-  }
-  return "?";
-}
 
 std::vector<double> priorRankFrequency(int numExperts, int k) {
   if (numExperts < 1) fail("prior: numExperts = " + std::to_string(numExperts) + ", expected >= 1");
@@ -451,7 +442,7 @@ double estimateMakespan(int k, const std::array<int, kNumPools>& hits, const Cos
   int total = 0;
   for (int p = 0; p < kNumPools; ++p) {
     const int h = hits[static_cast<size_t>(p)];
-    if (h < 0) fail(std::string("makespan: hits[") + poolName(static_cast<Pool>(p)) + "] = " + std::to_string(h) + " is negative");
+    if (h < 0) fail(std::string("makespan: hits[") + std::string(1, poolLetter(static_cast<Pool>(p))) + "] = " + std::to_string(h) + " is negative");
     total += h;
   }
   if (total > k) fail("makespan: " + std::to_string(total) + " hits exceed k = " + std::to_string(k));

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 #include "zipmoe/bf16_split.h"
@@ -15,22 +14,6 @@ namespace zipmoe::sched {
 namespace {
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-void readFully(int fd, uint8_t* dst, uint64_t length, uint64_t offset, const std::string& what) {
-  uint64_t done = 0;
-  while (done < length) {
-    const ssize_t r = ::pread(fd, dst + done, static_cast<size_t>(length - done), static_cast<off_t>(offset + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) throw Error(what + ": read of " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
-                           " failed: " + std::strerror(errno));
-    if (r == 0) {
-      // O_DIRECT reads of the file's last block may end early: the rest of the block is not needed.
-      std::memset(dst + done, 0, static_cast<size_t>(length - done));
-      return;
-    }
-    done += static_cast<uint64_t>(r);
-  }
-}
 
 }  // namespace
 
@@ -397,7 +380,7 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
     case ExecKind::ReadFull: {
       uint8_t* dst = nullptr;
       if (t.keepFull) {
-        if (t.keepFull->size() < t.readBytes) *t.keepFull = io::AlignedBuffer(static_cast<size_t>(t.readBytes));
+        if (t.keepFull->size() < t.fullRange.length) *t.keepFull = io::AlignedBuffer(static_cast<size_t>(t.fullRange.length));
         dst = t.keepFull->data();
       } else {
         int slot;
@@ -407,14 +390,18 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
         }
         dst = outputSlots_[static_cast<size_t>(slot)].data() + output_.outOffset[static_cast<size_t>(t.kind)];
       }
-      readFully(t.fd, dst, t.readBytes, t.fileOffset, t.fileName + ": expert tensor '" + t.entry->name + "'");
+      try {
+        t.fullRange.file->readUpTo(dst, static_cast<size_t>(t.fullRange.length), t.fullRange.offset);
+      } catch (const Error& err) {
+        throw Error(std::string(err.what()) + " (expert tensor '" + t.entry->name + "')");
+      }
       if (t.dataOffset % 2 != 0) std::memmove(dst, dst + t.dataOffset, static_cast<size_t>(t.tensorBytes));
       t.result = reinterpret_cast<const uint16_t*>(dst + (t.dataOffset % 2 != 0 ? 0 : t.dataOffset));
       const auto b = Clock::now();
       t.readSMSeconds = seconds(b - a);
-      traceOp(TraceOp::ReadFull, 0, job->token, t, -1, t.readBytes, a, b);
+      traceOp(TraceOp::ReadFull, 0, job->token, t, -1, t.fullRange.length, a, b);
       std::lock_guard lock(mutex_);
-      job->bytesRead += t.readBytes;
+      job->bytesRead += t.fullRange.length;
       break;
     }
     case ExecKind::Decompress: {

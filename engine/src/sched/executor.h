@@ -58,13 +58,11 @@ struct JobTask {
   io::AlignedBuffer* keepE = nullptr;
   io::AlignedBuffer* keepSM = nullptr;
   io::AlignedBuffer* keepFull = nullptr;
-  // Full-tensor read (baseline).
-  int fd = -1;
-  uint64_t fileOffset = 0;    // 4 KiB-aligned start of the read
-  uint64_t readBytes = 0;     // multiple of 4 KiB (Direct) covering the tensor
-  uint64_t dataOffset = 0;    // where the tensor starts inside the read
+  // Full-tensor read (baseline): a range of a checkpoint file covering the tensor (aligned for
+  // O_DIRECT), and where the tensor starts inside it.
+  io::FileRange fullRange;
+  uint64_t dataOffset = 0;
   uint64_t tensorBytes = 0;
-  std::string fileName;
   // Filled at run time.
   uint8_t* eBuf = nullptr;
   uint8_t* smBuf = nullptr;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "format/random.h"
+#include "base/random.h"
 #include "zipmoe/activation_trace.h"
 #include "zipmoe/error.h"
 

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hf/hf_directory.h"
 #include "zipmoe/error.h"
 
 namespace zipmoe::train {
@@ -28,35 +29,13 @@ size_t runLength(std::string_view s, size_t i, Pred pred) {
   return n;
 }
 
-std::array<std::string, 256> makeByteTable() {
-  // Printable bytes keep their code point; the others are mapped to 256, 257, ... in byte order.
-  std::array<std::string, 256> table;
-  int next = 256;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-    const int cp = printable ? b : next++;
-    std::string utf8;
-    if (cp < 0x80) {
-      utf8.push_back(static_cast<char>(cp));
-    } else {
-      utf8.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      utf8.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-    table[static_cast<size_t>(b)] = utf8;
-  }
-  return table;
-}
-
 uint64_t pairKey(int32_t a, int32_t b) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
 }
 
 }  // namespace
 
-const std::string& byteToUnicode(uint8_t byte) {
-  static const std::array<std::string, 256> table = makeByteTable();
-  return table[byte];
-}
+const std::string& byteToUnicode(uint8_t byte) { return hf::byteLevelSymbol(byte); }
 
 std::vector<std::string_view> gpt2PreTokenize(std::string_view s) {
   std::vector<std::string_view> out;
@@ -175,40 +154,11 @@ std::string ByteLevelBpe::decode(const std::vector<int32_t>& ids) const {
 }
 
 nlohmann::json ByteLevelBpe::toJson() const {
-  nlohmann::json vocab = nlohmann::json::object();
-  for (int32_t id = 0; id < vocabSize(); ++id) vocab[tokenString(id)] = id;
-  nlohmann::json merges = nlohmann::json::array();
-  for (const auto& [a, b] : merges_) merges.push_back(tokenString(a) + " " + tokenString(b));
-  const nlohmann::json byteLevel = {
-      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-  return {
-      {"version", "1.0"},
-      {"truncation", nullptr},
-      {"padding", nullptr},
-      {"added_tokens",
-       nlohmann::json::array({{{"id", endOfTextId()},
-                               {"content", kEndOfText},
-                               {"single_word", false},
-                               {"lstrip", false},
-                               {"rstrip", false},
-                               {"normalized", false},
-                               {"special", true}}})},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", byteLevel},
-      {"post_processor", byteLevel},
-      {"decoder", byteLevel},
-      {"model",
-       {{"type", "BPE"},
-        {"dropout", nullptr},
-        {"unk_token", nullptr},
-        {"continuing_subword_prefix", nullptr},
-        {"end_of_word_suffix", nullptr},
-        {"fuse_unk", false},
-        {"byte_fallback", false},
-        {"ignore_merges", false},
-        {"vocab", vocab},
-        {"merges", merges}}},
-  };
+  hf::ByteLevelBpeJson spec;
+  for (int32_t id = 0; id < vocabSize(); ++id) spec.vocab[tokenString(id)] = id;
+  for (const auto& [a, b] : merges_) spec.merges.push_back(tokenString(a) + " " + tokenString(b));
+  spec.addedTokens.push_back(hf::addedToken(endOfTextId(), kEndOfText));
+  return hf::byteLevelBpeTokenizer(spec);
 }
 
 ByteLevelBpe ByteLevelBpe::fromJson(const nlohmann::json& json, const std::string& what) {

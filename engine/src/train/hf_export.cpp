@@ -2,31 +2,13 @@
 // Thread-safety: no shared state. Cost: one sequential pass over the weights.
 #include "hf_export.h"
 
-#include <cerrno>
-#include <fstream>
-
 #include <nlohmann/json.hpp>
 
+#include "hf/hf_directory.h"
 #include "zipmoe/error.h"
 #include "zipmoe/safetensors.h"
 
 namespace zipmoe::train {
-namespace {
-
-void writeJson(const std::filesystem::path& path, const nlohmann::json& json) {
-  const std::filesystem::path partial = path.string() + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(systemErrorMessage("cannot create " + partial.string(), errno));
-    out << json.dump(2) << '\n';
-    if (!out.flush()) throw Error(systemErrorMessage("cannot write " + partial.string(), errno));
-  }
-  std::error_code ec;
-  std::filesystem::rename(partial, path, ec);
-  if (ec) throw Error("cannot rename " + partial.string() + " to " + path.string() + ": " + ec.message());
-}
-
-}  // namespace
 
 const char* demoChatTemplate() {
   // The model knows only play text: the user speaks as ROMEO, the model answers as JULIET.
@@ -84,58 +66,47 @@ void writeHfDirectory(const std::filesystem::path& dir, const MixtralHyper& h, c
   writer.finish();
 
   const int32_t eot = bpe.endOfTextId();
-  const int64_t headDim = h.hidden / h.heads;
-  writeJson(dir / "config.json",
-            {{"architectures", {"MixtralForCausalLM"}},
-             {"model_type", "mixtral"},
-             {"vocab_size", h.vocab},
-             {"hidden_size", h.hidden},
-             {"intermediate_size", h.intermediate},
-             {"num_hidden_layers", h.layers},
-             {"num_attention_heads", h.heads},
-             {"num_key_value_heads", h.kvHeads},
-             {"head_dim", headDim},
-             {"hidden_act", "silu"},
-             {"max_position_embeddings", h.maxPositions},
-             {"initializer_range", h.initStd},
-             {"rms_norm_eps", h.rmsEps},
-             {"rope_theta", h.ropeTheta},
-             {"sliding_window", nullptr},
-             {"attention_dropout", 0.0},
-             {"num_local_experts", h.experts},
-             {"num_experts_per_tok", h.topK},
-             {"output_router_logits", false},
-             {"router_aux_loss_coef", h.auxLossCoef},
-             {"router_jitter_noise", 0.0},
-             {"tie_word_embeddings", false},
-             {"use_cache", true},
-             {"bos_token_id", eot},
-             {"eos_token_id", eot},
-             {"pad_token_id", eot},
-             {"torch_dtype", "bfloat16"}});
-  writeJson(dir / "generation_config.json", {{"bos_token_id", eot},
-                                             {"eos_token_id", eot},
-                                             {"pad_token_id", eot},
-                                             {"do_sample", true},
-                                             {"temperature", 0.8},
-                                             {"top_k", 40},
-                                             {"max_new_tokens", 200}});
-  writeJson(dir / "tokenizer.json", bpe.toJson());
+  hf::MixtralShape shape;
+  shape.vocab = h.vocab;
+  shape.hidden = h.hidden;
+  shape.intermediate = h.intermediate;
+  shape.layers = h.layers;
+  shape.heads = h.heads;
+  shape.kvHeads = h.kvHeads;
+  shape.headDim = h.hidden / h.heads;
+  shape.experts = h.experts;
+  shape.topK = h.topK;
+  shape.maxPositions = h.maxPositions;
+  shape.initStd = h.initStd;
+  shape.rmsEps = h.rmsEps;
+  shape.ropeTheta = h.ropeTheta;
+  shape.auxLossCoef = h.auxLossCoef;
+  shape.bosId = shape.eosId = eot;
+  shape.padId = eot;
   nlohmann::json added = nlohmann::json::object();
   added[std::to_string(eot)] = {{"content", kEndOfText}, {"lstrip", false},  {"normalized", false},
                                 {"rstrip", false},       {"single_word", false}, {"special", true}};
-  writeJson(dir / "tokenizer_config.json", {{"tokenizer_class", "PreTrainedTokenizerFast"},
-                                            {"bos_token", kEndOfText},
-                                            {"eos_token", kEndOfText},
-                                            {"pad_token", kEndOfText},
-                                            {"unk_token", nullptr},
-                                            {"add_bos_token", false},
-                                            {"add_eos_token", false},
-                                            {"add_prefix_space", false},
-                                            {"clean_up_tokenization_spaces", false},
-                                            {"model_max_length", h.maxPositions},
-                                            {"added_tokens_decoder", added},
-                                            {"chat_template", demoChatTemplate()}});
+  hf::writeHfJsonFiles(dir, {hf::mixtralConfig(shape),
+                             {{"bos_token_id", eot},
+                              {"eos_token_id", eot},
+                              {"pad_token_id", eot},
+                              {"do_sample", true},
+                              {"temperature", 0.8},
+                              {"top_k", 40},
+                              {"max_new_tokens", 200}},
+                             bpe.toJson(),
+                             {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                              {"bos_token", kEndOfText},
+                              {"eos_token", kEndOfText},
+                              {"pad_token", kEndOfText},
+                              {"unk_token", nullptr},
+                              {"add_bos_token", false},
+                              {"add_eos_token", false},
+                              {"add_prefix_space", false},
+                              {"clean_up_tokenization_spaces", false},
+                              {"model_max_length", h.maxPositions},
+                              {"added_tokens_decoder", added},
+                              {"chat_template", demoChatTemplate()}}});
 }
 
 std::vector<Bf16Tensor> readBf16Tensors(const std::filesystem::path& safetensorsFile) {

@@ -10,7 +10,7 @@
 #include "zipmoe/converter.h"
 #include "zipmoe/error.h"
 #include "zipmoe/store.h"
-#include "zipmoe/test_model.h"
+#include "zipmoe/synthetic_model.h"
 
 using namespace zipmoe;
 using zipmoe::testing::TempDir;
@@ -18,11 +18,11 @@ using zipmoe::testing::TempDir;
 namespace {
 
 std::filesystem::path makeModel(const std::filesystem::path& dir, ModelFamily family, uint64_t shardBytes = 0) {
-  TestModelOptions o;
+  SyntheticModelOptions o;
   o.family = family;
   o.preset = "tiny";
   o.maxShardBytes = shardBytes;
-  generateTestModel(dir, o);
+  generateSyntheticModel(dir, o);
   return dir;
 }
 
@@ -171,10 +171,10 @@ class TestStore : public QObject {
 
   void inspectReportsRatiosAndEntropy() {
     TempDir tmp;
-    TestModelOptions o;
+    SyntheticModelOptions o;
     o.family = ModelFamily::Qwen2Moe;
     o.preset = "small";
-    generateTestModel(tmp / "hf", o);
+    generateSyntheticModel(tmp / "hf", o);
     convertCheckpoint(tmp / "hf", tmp / "store", {});
     const std::string report = describeStore(tmp / "store");
     for (const char* s : {"qwen2_moe", "huffman", "gate_proj", "up_proj", "down_proj", "all experts", "entropy", "bound",

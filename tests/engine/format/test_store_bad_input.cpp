@@ -16,7 +16,7 @@
 #include "zipmoe/converter.h"
 #include "zipmoe/error.h"
 #include "zipmoe/store.h"
-#include "zipmoe/test_model.h"
+#include "zipmoe/synthetic_model.h"
 
 using namespace zipmoe;
 using zipmoe::testing::TempDir;
@@ -38,9 +38,9 @@ void flipByte(const std::filesystem::path& p, uint64_t offset) {
 }
 
 std::filesystem::path tinyModel(const std::filesystem::path& dir, ModelFamily family = ModelFamily::Mixtral) {
-  TestModelOptions o;
+  SyntheticModelOptions o;
   o.family = family;
-  generateTestModel(dir, o);
+  generateSyntheticModel(dir, o);
   return dir;
 }
 
@@ -109,9 +109,9 @@ class TestStoreBadInput : public QObject {
 
   void missingShard() {
     TempDir tmp;
-    TestModelOptions o;
+    SyntheticModelOptions o;
     o.maxShardBytes = 32 * 1024;
-    generateTestModel(tmp / "hf", o);
+    generateSyntheticModel(tmp / "hf", o);
     std::filesystem::path victim;
     for (const auto& e : std::filesystem::directory_iterator(tmp / "hf"))
       if (e.path().filename().string().rfind("model-00002", 0) == 0) victim = e.path();
@@ -227,9 +227,9 @@ class TestStoreBadInput : public QObject {
   void fullOutputDevice() {
     // A file-size limit makes write(2) fail mid-conversion exactly like a full disk does.
     TempDir tmp;
-    TestModelOptions o;
+    SyntheticModelOptions o;
     o.preset = "small";
-    generateTestModel(tmp / "hf", o);
+    generateSyntheticModel(tmp / "hf", o);
     struct rlimit saved {};
     getrlimit(RLIMIT_FSIZE, &saved);
     struct sigaction ignore {}, old {};

@@ -9,7 +9,7 @@
 #include "zipmoe/error.h"
 #include "zipmoe/generator.h"
 #include "zipmoe/model.h"
-#include "zipmoe/test_model.h"
+#include "zipmoe/synthetic_model.h"
 #include "zipmoe/tokenizer.h"
 
 using namespace zipmoe;
@@ -24,9 +24,9 @@ struct Loaded {
 
 std::unique_ptr<Loaded> load(const QString& family) {
   auto out = std::make_unique<Loaded>();
-  TestModelOptions options;
+  SyntheticModelOptions options;
   options.family = *familyFromName(family.toStdString());
-  generateTestModel(out->dir.path(), options);
+  generateSyntheticModel(out->dir.path(), options);
   out->model = MoeModel::load(out->dir.path());
   out->tokenizer = Tokenizer::fromFile(out->dir / "tokenizer.json");
   return out;

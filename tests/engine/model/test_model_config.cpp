@@ -7,7 +7,7 @@
 #include "test_support.h"
 #include "zipmoe/error.h"
 #include "zipmoe/model_config.h"
-#include "zipmoe/test_model.h"
+#include "zipmoe/synthetic_model.h"
 
 using namespace zipmoe;
 using nlohmann::json;
@@ -15,10 +15,10 @@ using nlohmann::json;
 namespace {
 
 json presetConfig(ModelFamily family, const std::string& preset = "tiny") {
-  TestModelOptions options;
+  SyntheticModelOptions options;
   options.family = family;
   options.preset = preset;
-  return testModelConfig(options);
+  return syntheticModelConfig(options);
 }
 
 }  // namespace
@@ -179,7 +179,7 @@ class TestModelConfig : public QObject {
   void everyFamilyEveryPresetParses() {
     for (const ModelFamily family : allFamilies()) {
       if (family == ModelFamily::SwitchTransformers) continue;
-      for (const std::string& preset : testModelPresets(family)) {
+      for (const std::string& preset : syntheticModelPresets(family)) {
         const ModelConfig c = parseModelConfig(presetConfig(family, preset), preset);
         QVERIFY(c.numMoeLayers() > 0);
         QVERIFY(c.vocabSize > 0);

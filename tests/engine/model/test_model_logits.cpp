@@ -1,6 +1,6 @@
 // Logits of every family against Hugging Face transformers (fixtures from
 // scripts/dev/make_logit_fixtures.py): the tiny model of each fixture is regenerated here with
-// generateTestModel (deterministic per seed and config), loaded from the HF directory and from a
+// generateSyntheticModel (deterministic per seed and config), loaded from the HF directory and from a
 // converted ZipMoE store, and run through a 12-token prefill and 3 single-token decode steps through
 // the KV cache, in fp32 and in BF16 compute.
 #include <QtTest>
@@ -15,7 +15,7 @@
 #include "test_support.h"
 #include "zipmoe/converter.h"
 #include "zipmoe/model.h"
-#include "zipmoe/test_model.h"
+#include "zipmoe/synthetic_model.h"
 
 using namespace zipmoe;
 
@@ -87,7 +87,7 @@ class TestModelLogits : public QObject {
     QFETCH(QString, fixture);
     const std::filesystem::path dir = std::filesystem::path(ZIPMOE_FIXTURES_DIR) / "logits";
     const auto meta = nlohmann::json::parse(testing::readText(dir / (fixture.toStdString() + ".json")));
-    TestModelOptions options;
+    SyntheticModelOptions options;
     options.family = *familyFromName(meta["family"].get<std::string>());
     options.preset = meta["preset"].get<std::string>();
     options.seed = meta["seed"].get<uint64_t>();
@@ -95,11 +95,11 @@ class TestModelLogits : public QObject {
     testing::TempDir tmp;
     const auto hfDir = tmp / "hf", storeDir = tmp / "store";
     if (meta["overrides"].empty()) {
-      generateTestModel(hfDir, options);
+      generateSyntheticModel(hfDir, options);
     } else {
-      nlohmann::json config = testModelConfig(options);
+      nlohmann::json config = syntheticModelConfig(options);
       config.update(meta["overrides"]);
-      generateTestModel(hfDir, config, options);
+      generateSyntheticModel(hfDir, config, options);
     }
     convertCheckpoint(hfDir, storeDir, ConvertOptions{});
 

@@ -1,17 +1,17 @@
 // Tests of chat_template.h: the Jinja interpreter against Python jinja2's renderings, byte for byte.
 //
 // The fixtures (tests/fixtures/chat_templates/*.json) were rendered by transformers' own chat-template
-// code (scripts/dev/make_template_fixtures.py): the templates of our generated test models, synthetic
+// code (scripts/dev/make_template_fixtures.py): the templates of our synthetic models, synthetic
 // templates covering every supported construct, and the real Qwen1.5-MoE / DeepSeek-V2-Lite templates,
 // which the test reads from the team's shared/ folder at run time (skipped when it is absent). Each
 // case is a set of variables and either the expected text or the error jinja2 raised.
 #include <nlohmann/json.hpp>
 
-#include "format/test_tokenizer.h"
+#include "hf/synthetic_tokenizer.h"
 #include "test_support.h"
 #include "zipmoe/chat_template.h"
 #include "zipmoe/error.h"
-#include "zipmoe/test_model.h"
+#include "zipmoe/synthetic_model.h"
 
 using namespace zipmoe;
 using nlohmann::ordered_json;
@@ -92,9 +92,9 @@ class TestChatTemplate : public QObject {
     for (const auto& entry : fixture["templates"]) {
       const auto family = familyFromName(entry["name"].get<std::string>());
       QVERIFY(family.has_value());
-      TestModelOptions options;
+      SyntheticModelOptions options;
       options.family = *family;
-      const auto files = detail::makeTestTokenizer(*family, testModelConfig(options));
+      const auto files = hf::makeSyntheticTokenizer(*family, syntheticModelConfig(options));
       QCOMPARE(files.tokenizerConfig["chat_template"].get<std::string>(), entry["source"].get<std::string>());
     }
   }

@@ -2,7 +2,7 @@
 // (written by scripts/dev/make_tokenizer_fixtures.py) lists strings with the reference ids, the ids
 // with special tokens and the decodings; this suite re-encodes and re-decodes each and also checks
 // streaming decode, load errors and encode speed. Real vocabularies (Qwen1.5, switch-large-128) are
-// read from ZIPMOE_SHARED_DIR at run time; the generated tokenizers come from generateTestModel.
+// read from ZIPMOE_SHARED_DIR at run time; the generated tokenizers come from generateSyntheticModel.
 #include <QtTest>
 
 #include <fstream>
@@ -11,7 +11,7 @@
 #include "test_support.h"
 #include "zipmoe/error.h"
 #include "zipmoe/model_family.h"
-#include "zipmoe/test_model.h"
+#include "zipmoe/synthetic_model.h"
 #include "zipmoe/tokenizer.h"
 
 using nlohmann::json;
@@ -82,10 +82,10 @@ int compareWithFixture(const Tokenizer& tok, const json& fixture, const std::str
 }
 
 std::unique_ptr<Tokenizer> generatedTokenizer(const std::string& family, const fs::path& dir) {
-  zipmoe::TestModelOptions options;
+  zipmoe::SyntheticModelOptions options;
   options.family = *zipmoe::familyFromName(family);
   options.preset = "tiny";
-  zipmoe::generateTestModel(dir, options);
+  zipmoe::generateSyntheticModel(dir, options);
   return Tokenizer::fromFile(dir / "tokenizer.json");
 }
 

@@ -1,0 +1,93 @@
+// Pool planning — how the ZipMoE runtime splits a memory budget between its four pools (ZipMoE paper
+// §3.4, Appendix C–D): the rank-frequency model, modified iterative proportional fitting (eq. 24),
+// Poisson-binomial hit distributions (Algorithm 2), the layer-makespan estimate (Algorithm 3) and
+// the grid search over pool ratios (Algorithm 4). Public so that tools can plan without a runtime
+// (`zipmoe bench planner`); the runtime feeds it from its profile and history
+// (engine/src/experts/planner_inputs.h).
+//
+// Ranks are 0-based here: rank 0 is the most frequently activated expert of a layer. Pools are
+// ordered F ≺ C ≺ S ≺ E (zipmoe/pools.h) and map onto consecutive rank intervals in that order
+// (disabled pools take no ranks); ranks after the last pool form the miss pool M.
+// Thread-safety: pure functions. Cost: see each function; planModel is what a budget move calls.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "zipmoe/pools.h"
+
+namespace zipmoe::plan {
+
+// Pools, PoolMask, kNumPools, kAllPools: zipmoe/pools.h.
+
+// Measured costs (seconds) of the operations on one expert *tensor*, from the profiler.
+struct CostModel {
+  double u = 0;        // read one SM-chunk
+  double v = 0;        // read one E-chunk
+  double c = 0;        // decompress one E-chunk
+  double recover = 0;  // recover (merge) one tensor; 0 reproduces the paper's Algorithm 3 exactly
+  int threads = 1;     // L, decompression workers
+  int shards = 1;      // K, E-chunks per tensor
+  int tensorsPerExpert = 3;  // n
+};
+
+// Rank-based marginal inclusion probabilities f_r from activation counts of one layer: the counts
+// sorted non-increasing, divided by `steps` (the number of forward steps they were counted over),
+// each clipped to [0, 1]. Returns numExperts values, non-increasing. steps == 0 → the prior.
+std::vector<double> rankFrequency(std::span<const uint64_t> counts, uint64_t steps, int k);
+
+// The prior used when a layer has no history: a Zipf-like profile f_r ∝ (r + 1)^−0.6 scaled so that
+// Σ f_r = k with every f_r ≤ 1 (iteratively capping at 1 and rescaling the rest).
+std::vector<double> priorRankFrequency(int numExperts, int k);
+
+// Modified iterative proportional fitting (eq. 23–24, Chen–Dempster–Liu 1994): finds weights w with
+// P(S) ∝ Π_{i∈S} w_i over k-subsets reproducing the inclusion probabilities f, and returns the
+// selection probabilities q_i = w_i / (1 + w_i) (so that independent Bernoulli(q_i) trials
+// conditioned on Σ = k give that distribution). f must have Σ f = k (within 1e-6·k; it is rescaled)
+// and 0 ≤ f_i ≤ 1; entries with f_i == 0 get q_i = 0, entries with f_i == 1 get q_i = 1 − 1e-12.
+// Each iteration is one sweep of w_i ← w_i · odds(f_i) / odds(f_i^(t)) over the ranks (the paper's
+// fixed point, solved coordinate by coordinate; see planner.cpp), typically 5–60 iterations.
+// Iterates until max_i |f_i^(t) − f_i| ≤ tolerance or maxIterations. Cost: O(iterations · N · k).
+std::vector<double> selectionProbabilities(std::span<const double> f, int k, int maxIterations = 200,
+                                           double tolerance = 1e-9);
+
+// Algorithm 2: Φ(h) = P(exactly h of the independent Bernoulli(q_r) trials succeed) for
+// h = 0..min(maxHits, |q|); returns that many + 1 values. Cost: O(|q| · maxHits).
+std::vector<double> hitDistribution(std::span<const double> q, int maxHits);
+
+// Algorithm 3: estimated sparse-layer makespan for hit pattern hits[p] (experts of the k selected
+// that were found in pool p; hits of disabled pools are 0) — max{T_I/O, T_decomp} as in the paper,
+// and, our addition, max with T_recover = n · (k − h_F) · recover when cost.recover > 0.
+double estimateMakespan(int k, const std::array<int, kNumPools>& hits, const CostModel& cost);
+
+struct LayerPlanInput {
+  std::vector<double> f;  // rank-frequency, non-increasing, Σ = k
+  int k = 1;              // experts selected per step (for batches: round(Σ f))
+  PoolMask pools = kAllPools;
+  CostModel cost;
+  std::array<double, kNumPools> bytesPerExpert{};  // memory one expert takes in pool p
+  double budgetBytes = 0;                          // for this layer's pools
+  double gridStep = 0.05;                          // δ of Algorithm 4, in (0, 1]; the grid uses 1/round(1/δ)
+};
+
+struct LayerPlan {
+  std::array<double, kNumPools> ratio{};  // γ_p, Σ over enabled pools = 1 (all 0 if budget holds no expert)
+  std::array<int, kNumPools> capacity{};  // S_p = floor(γ_p · budget / bytesPerExpert_p), capped so Σ S_p ≤ N
+  double expectedMakespan = 0;            // Algorithm 4's minimum cost
+};
+
+// Algorithm 4 for one layer: enumerates every ratio vector on the δ-grid over the enabled pools,
+// packs the pools onto ranks in F, C, S, E order, and returns the one with the least expected
+// makespan (ties: the earlier in enumeration order, which starts from all-F). The expectation is
+// over hit patterns with Σ h_p ≤ k weighted by Φ_M(k_rem) / Φ_N(k) · Π Φ_p(h_p).
+LayerPlan planLayer(const LayerPlanInput& input);
+
+// Plans every layer (each with its own rank-frequency list and budgetBytes = total / layers) and
+// returns the plans in layer order. k ≤ 0: each layer uses round(Σ f) of its own list (batches). Cost: layers × grid points × O(N · k + patterns).
+std::vector<LayerPlan> planModel(const std::vector<std::vector<double>>& layerFrequencies, int k, PoolMask pools,
+                                 const CostModel& cost, const std::array<double, kNumPools>& bytesPerExpert,
+                                 double totalBudgetBytes, double gridStep = 0.05);
+
+}  // namespace zipmoe::plan

@@ -1,0 +1,99 @@
+// RuntimeOptions — how an expert runtime (zipmoe/expert_runtime.h) is opened: ZipMoE or a
+// full-tensor baseline, under which memory budget, with which pools, eviction rule, threads and
+// schedule, and seeded with which activation history.
+//
+// The budget is a MemoryBudget: bytes, or a share of the model's routed-expert bytes in BF16. A
+// share means one thing everywhere (`--budget 25%`, the bench suites, docs/BENCHMARKS.md): the whole
+// budget, the runtime's working set (its staging and output slots) included. The app's presets name
+// the pools' room instead (poolsForShare: the working set plus that share of the experts). Only the
+// runtime knows its working set and expert bytes, so it resolves a budget itself (at open and at
+// every move): no caller needs to open a runtime with a placeholder budget to learn them first.
+// Thread-safety: plain values. Cost: none.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zipmoe/pools.h"
+#include "zipmoe/store.h"
+
+namespace zipmoe {
+
+enum class OffloadMode { ZipMoE, FullTensor };
+
+// ZipMoE's own rule evicts the least frequently activated member of a pool; the others replace it.
+enum class EvictionPolicy { LeastFrequent, Lru, Fifo, Lfu, Marking };
+const char* evictionPolicyName(EvictionPolicy p);               // "zipmoe", "lru", ...
+EvictionPolicy parseEvictionPolicy(const std::string& text);    // "zipmoe"/"lfreq", "lru", "fifo", "lfu", "marking"
+
+class MemoryBudget {
+ public:
+  MemoryBudget() = default;
+  static MemoryBudget bytes(uint64_t bytes);
+  // `share` (0 < share ≤ 1) of the expert bytes in BF16 as the whole budget: what `--budget N%` means.
+  static MemoryBudget shareOfExperts(double share);
+  // The working set plus `share` (0 ≤ share ≤ 1) of the expert bytes: room for that share in the pools.
+  static MemoryBudget poolsForShare(double share);
+  // Outside what the runtime can use, the budget becomes the nearest end (the minimum, or the
+  // working set plus every expert) instead of being refused: for budgets remembered from an earlier
+  // session, which a changed store or profile may have made too small.
+  MemoryBudget clamped() const;
+
+  // The bytes for a runtime whose working set is `minimum` and whose experts take `expertBytes`.
+  // Throws zipmoe::Error naming this budget, its bytes and the minimum (in bytes and as a share of
+  // the expert bytes) when it is below the minimum and not clamped, and for an invalid share.
+  uint64_t resolve(uint64_t minimum, uint64_t expertBytes) const;
+  std::string describe() const;  // "2.0 MiB (… bytes)", "25 % of the expert bytes", "the working set + 10 % …"
+  // The bytes of `share` of the expert bytes: the one definition of what a percentage budget is.
+  static uint64_t shareBytes(double share, uint64_t expertBytes);
+  bool isSet() const { return kind_ != Kind::Unset; }
+
+ private:
+  enum class Kind { Unset, Bytes, ShareOfExperts, PoolsForShare };
+  Kind kind_ = Kind::Unset;
+  uint64_t bytes_ = 0;
+  double share_ = 0;
+  bool clamped_ = false;
+};
+
+// Activation counts per (layer, expert), plus how many steps they were counted over per layer.
+struct ActivationCounts {
+  int layers = 0, experts = 0;
+  std::vector<uint64_t> counts;  // [layer * experts + expert]
+  std::vector<uint64_t> steps;   // [layer]
+};
+
+struct RuntimeOptions {
+  OffloadMode mode = OffloadMode::ZipMoE;
+  MemoryBudget budget;             // required: everything the runtime holds for routed experts
+  PoolMask pools = kAllPools;      // ZipMoE: the enabled pools
+  EvictionPolicy eviction = EvictionPolicy::LeastFrequent;  // FullTensor: LRU unless another is given
+  bool planning = true;            // false: fixedRatios (over the enabled pools)
+  std::array<double, kNumPools> fixedRatios{0.25, 0.25, 0.25, 0.25};
+  int tolerance = 1;               // δ of the dispatch thresholds
+  int decompressWorkers = 0;       // L; 0 = number of cores
+  ReadMode readMode = ReadMode::Direct;
+  bool fifoSchedule = false;       // plain request order instead of Algorithm 1 (for comparison)
+  // One request per tensor for its K E-chunks (and its SM-chunk too when the tensor is a plain miss)
+  // instead of one per chunk: they are contiguous in the store. Fewer, larger reads.
+  bool coalesceReads = true;
+  int outputSlots = 3;             // recovered experts waiting for / used by the model
+  int stagingSlots = 3;            // experts whose chunks are in flight at once
+  int replanEverySteps = 64;       // re-plan from the growing history; 0 = only on budget changes
+  double gridStep = 0.05;          // δ of Algorithm 4
+  size_t traceCapacity = 1 << 18;  // events; 0 = no tracing
+  std::filesystem::path checkpointDir;  // FullTensor: the HF directory with the BF16 safetensors
+  // Activation history to plan from at open (e.g. the app's database); a shape different from the
+  // model's is an error.
+  std::optional<ActivationCounts> history;
+  // Called on the planner thread before each replan (not for the plan the runtime opens with).
+  // Tests use it to inject a planner failure; whatever it throws is handled like a failed plan.
+  std::function<void()> beforeReplan;
+};
+
+}  // namespace zipmoe

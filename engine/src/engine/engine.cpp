@@ -1,0 +1,94 @@
+// Engine (see zipmoe/engine.h).
+#include "zipmoe/engine.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "io/file_io.h"
+#include "zipmoe/error.h"
+
+namespace zipmoe {
+namespace {
+
+std::filesystem::path userCacheDir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::filesystem::path(xdg) / "zipmoe";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::filesystem::path(home) / ".cache" / "zipmoe";
+  return std::filesystem::temp_directory_path() / "zipmoe";
+}
+
+}  // namespace
+
+Engine::~Engine() = default;
+
+std::unique_ptr<Engine> Engine::open(const std::filesystem::path& dir, const EngineOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  auto status = [&](const std::string& s) {
+    if (options.onStatus) options.onStatus(s);
+  };
+  if (!std::filesystem::is_directory(dir))
+    throw Error(dir.string() + " is not a directory (expected an HF model or a ZipMoE store)");
+  const auto tokenizerJson = dir / "tokenizer.json";
+  if (!std::filesystem::exists(tokenizerJson))
+    throw Error(dir.string() + " has no tokenizer.json (needed to encode prompts and decode replies)");
+  std::unique_ptr<Engine> e(new Engine());
+  e->tokenizer_ = Tokenizer::fromFile(tokenizerJson);
+  const auto configJson = dir / "tokenizer_config.json";
+  if (ChatTemplate::hasChatTemplate(configJson)) e->chatTemplate_ = ChatTemplate::fromTokenizerConfig(configJson);
+  ModelOptions modelOptions = options.model;
+  const bool isStore = std::filesystem::exists(dir / "manifest.json");
+  if (options.runtime) {
+    if (!isStore)
+      throw Error(dir.string() + " is an HF directory; a memory budget needs a ZipMoE store (run `zipmoe convert " +
+                  dir.string() + " STORE` first)");
+    e->store_ = std::shared_ptr<const Store>(Store::open(dir).release());
+    const ReadMode mode = options.runtime->readMode;
+    std::filesystem::path profilePath = options.profilePath.empty() ? dir / "profile.json" : options.profilePath;
+    std::string whyNot;
+    std::optional<CostProfile> profile = loadMatchingProfile(profilePath, *e->store_, mode, &whyNot);
+    if (!profile && !whyNot.empty()) {
+      if (!options.profilePath.empty()) throw Error(whyNot);  // an explicitly named profile must fit
+      status("re-measuring costs: " + whyNot);
+    }
+    if (!profile) {
+      const auto cached = userCacheDir() / "profiles" / (std::to_string(std::hash<std::string>{}(
+                                                             std::filesystem::absolute(dir).string() +
+                                                             (mode == ReadMode::Direct ? "direct" : "buffered"))) +
+                                                         ".json");
+      if (options.profilePath.empty()) profile = loadMatchingProfile(cached, *e->store_, mode);
+      if (!profile) {
+        status("measuring this machine's cost profile on " + dir.string() + "…");
+        profile = profileStore(*e->store_, mode, modelOptions.dtype, modelOptions.threads, options.profileSamples);
+        const bool writable = ::access(profilePath.parent_path().c_str(), W_OK) == 0;
+        const auto target = writable || !options.profilePath.empty() ? profilePath : cached;
+        std::filesystem::create_directories(target.parent_path());
+        saveCostProfile(*profile, target);
+      }
+    }
+    e->profile_ = *profile;
+    e->runtime_ = ExpertRuntime::open(e->store_, *options.runtime, e->profile_);
+    modelOptions.experts = e->runtime_;
+  }
+  status("loading " + dir.string() + "…");
+  if (!options.replayTrace.empty()) {
+    // The model's shape comes from its config; the trace routing needs it before the model loads.
+    const auto trace = ActivationTrace::load(options.replayTrace);
+    std::shared_ptr<const Store> store = e->store_;
+    if (isStore && !store) store = std::shared_ptr<const Store>(Store::open(dir).release());
+    const nlohmann::json json = store ? *store->manifest().config
+                                      : nlohmann::json::parse(io::readTextFile(dir / "config.json"), nullptr, false);
+    const ModelConfig config = parseModelConfig(json, (dir / "config.json").string());
+    e->traceRouting_ = std::make_shared<TraceRouting>(trace, config.numMoeLayers(), config.numExperts,
+                                                      config.numExpertsPerTok, options.replaySeed);
+    e->traceRouting_->setPrompt(options.replayPrompt);
+    modelOptions.routing = e->traceRouting_;
+  }
+  e->model_ = MoeModel::load(dir, modelOptions);
+  e->loadSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return e;
+}
+
+}  // namespace zipmoe

@@ -1,0 +1,87 @@
+// Planner inputs from the runtime's knowledge (see planner_inputs.h).
+#include "experts/planner_inputs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <span>
+
+namespace zipmoe::experts {
+
+plan::CostModel costModel(const CostProfile& profile, int workers, int shards, int tensorsPerExpert) {
+  plan::CostModel cost;
+  cost.u = profile.smRead;
+  cost.v = profile.eRead;
+  cost.c = profile.decompress;
+  cost.recover = profile.recover;
+  cost.threads = workers;
+  cost.shards = shards;
+  cost.tensorsPerExpert = tensorsPerExpert;
+  return cost;
+}
+
+std::vector<double> normaliseFrequencies(std::vector<double> f, int k) {
+  for (int round = 0; round < 64; ++round) {
+    double fixed = 0, free = 0;
+    for (double x : f) (x >= 1.0 ? fixed : free) += std::min(x, 1.0);
+    if (free <= 0) break;
+    const double scale = (k - fixed) / free;
+    bool capped = false;
+    for (double& x : f)
+      if (x < 1.0) {
+        x *= scale;
+        if (x > 1.0) {
+          x = 1.0;
+          capped = true;
+        }
+      }
+    if (!capped) break;
+  }
+  return f;
+}
+
+std::vector<std::vector<double>> layerFrequencies(const ActivationCounts& counts, int layers, int experts, int topK) {
+  std::vector<std::vector<double>> frequencies;
+  for (int l = 0; l < layers; ++l) {
+    const uint64_t steps = counts.steps[static_cast<size_t>(l)];
+    if (steps < kMinHistorySteps) {
+      frequencies.push_back(plan::priorRankFrequency(experts, topK));
+      continue;
+    }
+    std::span<const uint64_t> layerCounts(counts.counts.data() + static_cast<size_t>(l) * static_cast<size_t>(experts),
+                                          static_cast<size_t>(experts));
+    auto f = plan::rankFrequency(layerCounts, steps, topK);
+    const double mean = std::accumulate(f.begin(), f.end(), 0.0);
+    // Layers may see different k (batches): each is planned with its own Σ f.
+    const int k = std::clamp(static_cast<int>(std::lround(mean)), 1, experts);
+    frequencies.push_back(normaliseFrequencies(std::move(f), std::max(k, topK)));
+  }
+  return frequencies;
+}
+
+std::vector<plan::LayerPlan> planPools(const PoolPlanInputs& in, double poolBytes, PoolMask pools,
+                                       const ActivationCounts& counts) {
+  return plan::planModel(layerFrequencies(counts, in.layers, in.experts, in.topK), 0, pools, in.cost,
+                         in.bytesPerExpert, poolBytes, in.gridStep);
+}
+
+std::vector<plan::LayerPlan> fixedRatioPlan(const PoolPlanInputs& in, double poolBytes, PoolMask pools,
+                                            const std::array<double, kNumPools>& ratios) {
+  const double layerBudget = poolBytes / in.layers;
+  double total = 0;
+  for (Pool p : kPools)
+    if (hasPool(pools, p)) total += ratios[static_cast<size_t>(poolIndex(p))];
+  plan::LayerPlan lp;
+  int sum = 0;
+  for (Pool p : kPools) {
+    const auto i = static_cast<size_t>(poolIndex(p));
+    if (!hasPool(pools, p) || total <= 0) continue;
+    lp.ratio[i] = ratios[i] / total;
+    lp.capacity[i] = static_cast<int>(std::min(static_cast<double>(in.experts - sum),
+                                               std::floor(lp.ratio[i] * layerBudget / in.bytesPerExpert[i])));
+    sum += lp.capacity[i];
+  }
+  return std::vector<plan::LayerPlan>(static_cast<size_t>(in.layers), lp);
+}
+
+}  // namespace zipmoe::experts

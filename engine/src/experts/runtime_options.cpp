@@ -1,0 +1,112 @@
+// Eviction policy names and MemoryBudget (see zipmoe/runtime_options.h).
+#include "zipmoe/runtime_options.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "zipmoe/error.h"
+
+namespace zipmoe {
+
+const char* evictionPolicyName(EvictionPolicy p) {
+  switch (p) {
+    case EvictionPolicy::LeastFrequent: return "zipmoe";
+    case EvictionPolicy::Lru: return "lru";
+    case EvictionPolicy::Fifo: return "fifo";
+    case EvictionPolicy::Lfu: return "lfu";
+    case EvictionPolicy::Marking: return "marking";
+  }
+  return "?";
+}
+
+EvictionPolicy parseEvictionPolicy(const std::string& text) {
+  if (text == "zipmoe" || text == "lfreq") return EvictionPolicy::LeastFrequent;
+  if (text == "lru") return EvictionPolicy::Lru;
+  if (text == "fifo") return EvictionPolicy::Fifo;
+  if (text == "lfu") return EvictionPolicy::Lfu;
+  if (text == "marking") return EvictionPolicy::Marking;
+  throw Error("unknown eviction policy '" + text + "' (expected zipmoe, lru, fifo, lfu or marking)");
+}
+
+namespace {
+
+std::string mib(uint64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f MiB (%llu bytes)", static_cast<double>(bytes) / (1024.0 * 1024.0),
+                static_cast<unsigned long long>(bytes));
+  return buf;
+}
+
+std::string percent(double share) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g %%", share * 100);
+  return buf;
+}
+
+}  // namespace
+
+MemoryBudget MemoryBudget::bytes(uint64_t bytes) {
+  MemoryBudget b;
+  b.kind_ = Kind::Bytes;
+  b.bytes_ = bytes;
+  return b;
+}
+
+MemoryBudget MemoryBudget::shareOfExperts(double share) {
+  MemoryBudget b;
+  b.kind_ = Kind::ShareOfExperts;
+  b.share_ = share;
+  return b;
+}
+
+MemoryBudget MemoryBudget::poolsForShare(double share) {
+  MemoryBudget b;
+  b.kind_ = Kind::PoolsForShare;
+  b.share_ = share;
+  return b;
+}
+
+MemoryBudget MemoryBudget::clamped() const {
+  MemoryBudget b = *this;
+  b.clamped_ = true;
+  return b;
+}
+
+std::string MemoryBudget::describe() const {
+  switch (kind_) {
+    case Kind::Unset: return "no budget";
+    case Kind::Bytes: return mib(bytes_);
+    case Kind::ShareOfExperts: return percent(share_) + " of the expert bytes";
+    case Kind::PoolsForShare: return "the working set + " + percent(share_) + " of the expert bytes";
+  }
+  return "?";
+}
+
+uint64_t MemoryBudget::shareBytes(double share, uint64_t expertBytes) {
+  return static_cast<uint64_t>(share * static_cast<double>(expertBytes));
+}
+
+uint64_t MemoryBudget::resolve(uint64_t minimum, uint64_t expertBytes) const {
+  const double experts = static_cast<double>(expertBytes);
+  uint64_t bytes = 0;
+  switch (kind_) {
+    case Kind::Unset: throw Error("expert runtime: no memory budget given");
+    case Kind::Bytes: bytes = bytes_; break;
+    case Kind::ShareOfExperts:
+      if (!(share_ > 0 && share_ <= 1)) throw Error("memory budget: a share of the expert bytes must be in (0, 1], got " + std::to_string(share_));
+      bytes = shareBytes(share_, expertBytes);
+      break;
+    case Kind::PoolsForShare:
+      if (!(share_ >= 0 && share_ <= 1)) throw Error("memory budget: the pools' share of the expert bytes must be in [0, 1], got " + std::to_string(share_));
+      bytes = minimum + shareBytes(share_, expertBytes);
+      break;
+  }
+  if (clamped_) return std::min(std::max(bytes, minimum), minimum + expertBytes);
+  if (bytes < minimum)
+    throw Error("memory budget " + describe() + " is " + mib(bytes) + ", below the minimum this model needs, " +
+                mib(minimum) + " = " + percent(static_cast<double>(minimum) / std::max(1.0, experts)) + " of its " +
+                mib(expertBytes) + " of expert bytes: the runtime's working set of staging and output slots");
+  return bytes;
+}
+
+}  // namespace zipmoe

@@ -1,0 +1,232 @@
+// ZipMoeStrategy (see zipmoe_strategy.h).
+#include "experts/zipmoe_strategy.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "sched/schedule.h"
+
+namespace zipmoe::experts {
+
+using cache::TensorParts;
+
+ZipMoeStrategy::ZipMoeStrategy(const Store& store, const ExpertSizes& sizes, const RuntimeOptions& options,
+                               const CostProfile& profile)
+    : store_(store), sizes_(sizes), options_(options), profile_(profile) {
+  planInputs_.layers = sizes.layers();
+  planInputs_.experts = sizes.experts();
+  planInputs_.topK = sizes.topK();
+  planInputs_.bytesPerExpert = sizes.bytesPerExpert();
+  planInputs_.cost = costModel(profile, options.decompressWorkers, sizes.shards(), sizes.kinds());
+  planInputs_.gridStep = options.gridStep;
+}
+
+Plan ZipMoeStrategy::plan(uint64_t poolBytes, PoolMask pools, const ActivationCounts& counts) const {
+  const auto start = std::chrono::steady_clock::now();
+  Plan p;
+  p.pools = pools;
+  p.layers = options_.planning ? planPools(planInputs_, static_cast<double>(poolBytes), pools, counts)
+                               : fixedRatioPlan(planInputs_, static_cast<double>(poolBytes), pools, options_.fixedRatios);
+  p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return p;
+}
+
+void ZipMoeStrategy::applyPlan(cache::ExpertCache& cache, const Plan& plan, uint64_t poolBytes) const {
+  const uint64_t layerBytes = poolBytes / static_cast<uint64_t>(sizes_.layers());
+  for (int l = 0; l < sizes_.layers(); ++l) {
+    const auto& lp = plan.layers[static_cast<size_t>(l)];
+    // Byte capacity: the planned experts at their measured average size, never more than the
+    // layer's share of the budget in total.
+    uint64_t assigned = 0;
+    for (Pool p : kPools) {
+      const auto i = static_cast<size_t>(poolIndex(p));
+      uint64_t bytes = 0;
+      if (hasPool(plan.pools, p)) {
+        bytes = static_cast<uint64_t>(std::ceil(lp.capacity[i] * sizes_.bytesPerExpert()[i]));
+        bytes = std::min(bytes, layerBytes - assigned);
+      }
+      assigned += bytes;
+      cache.setCapacity(l, poolIndex(p), bytes, hasPool(plan.pools, p) ? lp.capacity[i] : 0);
+    }
+  }
+}
+
+double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& request, sched::LayerJob& job,
+                                std::vector<Keep>& kept, JobCounts& counts) const {
+  const Manifest& m = store_.manifest();
+  const int layer = request.layer, kinds = sizes_.kinds();
+  pinRequested(cache, layer, request.requests);
+  std::array<uint64_t, kNumPools> reserved{};
+  std::vector<TensorParts> recycled;
+  for (const ExpertRequest& r : request.requests) {
+    const int idx = static_cast<int>(job.experts.size());
+    sched::JobExpert je = startExpert(r, kinds, counts);
+    cache::Entry& entry = cache.entry(layer, r.expert);
+    if (entry.pool == poolIndex(Pool::F)) {
+      ++counts.hits[static_cast<size_t>(poolIndex(Pool::F))];
+      for (int kind = 0; kind < kinds; ++kind)
+        je.tensors[static_cast<size_t>(kind)] =
+            reinterpret_cast<const uint16_t*>(entry.tensors[static_cast<size_t>(kind)].full.data());
+      cache.touch(layer, r.expert, request.useClock);
+      job.experts.push_back(std::move(je));
+      continue;
+    }
+    const bool resident = entry.pool != cache::kNoPool;
+    const bool hasE = resident && keepsExponents(static_cast<Pool>(entry.pool));
+    const bool hasSM = resident && keepsSignMantissa(static_cast<Pool>(entry.pool));
+    const sched::TaskState state = hasE && hasSM ? sched::TaskState::C
+                                   : hasSM       ? sched::TaskState::S
+                                   : hasE        ? sched::TaskState::E
+                                                 : sched::TaskState::Miss;
+    if (resident) {
+      ++counts.hits[static_cast<size_t>(entry.pool)];
+      cache.touch(layer, r.expert, request.useClock);
+    } else {
+      ++counts.misses;
+    }
+
+    // Where should it live? Promote when its rank maps to a better pool than where it is.
+    const int target = cache.dispatch(layer, cache.rank(layer, r.expert), request.activePools, options_.tolerance);
+    int keepPool = cache::kNoPool;
+    if (target != cache::kNoPool && (!resident || target < entry.pool)) {
+      uint64_t need = 0;
+      for (int kind = 0; kind < kinds; ++kind) need += sizes_.partBytes(static_cast<Pool>(target), layer, r.expert, kind);
+      if (cache.makeRoom(layer, target, reserved[static_cast<size_t>(target)] + need, cache.count(layer, r.expert),
+                         &recycled)) {
+        reserved[static_cast<size_t>(target)] += need;
+        keepPool = target;
+      }
+    }
+    Keep& kp = kept.emplace_back();
+    kp.expert = r.expert;
+    kp.pool = keepPool;
+    kp.parts.resize(static_cast<size_t>(kinds));
+    const bool keepE = keepPool != cache::kNoPool && keepsExponents(static_cast<Pool>(keepPool));
+    const bool keepSM = keepPool != cache::kNoPool && keepsSignMantissa(static_cast<Pool>(keepPool));
+    const bool keepFull = keepPool == poolIndex(Pool::F);
+    je.needsStaging = true;
+    for (int kind = 0; kind < kinds; ++kind) {
+      const ExpertTensorEntry& te = m.expert(layer, r.expert, kind);
+      sched::JobTask t;
+      t.expertIndex = idx;
+      t.kind = kind;
+      t.state = state;
+      t.key = ChunkKey{layer, r.expert, kind, 0};
+      t.entry = &te;
+      uint64_t off = 0;
+      for (const ChunkRef& c : te.eChunks) {
+        t.eOffsets.push_back(off);
+        off += c.paddedSize;
+      }
+      t.eBytes = off;
+      if (hasE) t.eResident = entry.tensors[static_cast<size_t>(kind)].e.data();
+      if (hasSM) t.smResident = entry.tensors[static_cast<size_t>(kind)].sm.data();
+      TensorParts& parts = kp.parts[static_cast<size_t>(kind)];
+      if (keepE && !hasE) {
+        reuseBuffer(recycled, parts.e, t.eBytes);
+        t.keepE = &parts.e;
+      }
+      if (keepSM && !hasSM) {
+        reuseBuffer(recycled, parts.sm, te.smChunk.paddedSize);
+        t.keepSM = &parts.sm;
+      }
+      if (keepFull) {
+        reuseBuffer(recycled, parts.full, sizes_.fullBytes(kind));
+        t.keepFull = &parts.full;
+      }
+      job.tasks.push_back(std::move(t));
+    }
+    job.experts.push_back(std::move(je));
+  }
+  return order(job);
+}
+
+double ZipMoeStrategy::order(sched::LayerJob& job) const {
+  std::vector<sched::TaskSpec> specs;
+  for (const auto& t : job.tasks) specs.push_back({job.experts[static_cast<size_t>(t.expertIndex)].expert, t.kind, t.state});
+  std::vector<double> compute(static_cast<size_t>(sizes_.experts()), 0.0);
+  std::vector<int> ready;
+  for (const auto& e : job.experts) {
+    const double p = profile_.expertCompute(e.tokens);
+    compute[static_cast<size_t>(e.expert)] = p > 0 ? p : static_cast<double>(e.tokens) * 1e-4;
+    if (std::none_of(job.tasks.begin(), job.tasks.end(), [&](const sched::JobTask& t) {
+          return job.experts[static_cast<size_t>(t.expertIndex)].expert == e.expert;
+        }))
+      ready.push_back(e.expert);
+  }
+  const sched::Costs costs{profile_.smRead, profile_.eRead, profile_.decompress, profile_.recover, sizes_.shards(),
+                           options_.decompressWorkers};
+  const sched::Schedule schedule = options_.fifoSchedule ? sched::fifoSchedule(specs, costs, ready)
+                                                         : sched::buildSchedule(specs, compute, costs, ready);
+  const double predicted = specs.empty() && ready.empty() ? 0.0 : sched::simulate(specs, compute, costs, schedule).makespan;
+  std::vector<int> indexOfExpert(static_cast<size_t>(sizes_.experts()), -1);
+  for (size_t i = 0; i < job.experts.size(); ++i) indexOfExpert[static_cast<size_t>(job.experts[i].expert)] = static_cast<int>(i);
+  const auto convert = [](const std::vector<sched::Op>& ops, std::vector<sched::ExecOp>& out) {
+    for (const sched::Op& op : ops) {
+      sched::ExecOp x;
+      x.task = op.task;
+      x.shard = op.shard;
+      switch (op.kind) {
+        case sched::OpKind::ReadE: x.kind = sched::ExecKind::ReadE; break;
+        case sched::OpKind::ReadSM: x.kind = sched::ExecKind::ReadSM; break;
+        case sched::OpKind::Decompress: x.kind = sched::ExecKind::Decompress; break;
+        case sched::OpKind::Recover: x.kind = sched::ExecKind::Recover; break;
+        case sched::OpKind::Compute: continue;
+      }
+      out.push_back(x);
+    }
+  };
+  if (options_.coalesceReads) {
+    // The first ReadE of a task reads all its E-chunks (with the SM-chunk when nothing is kept and
+    // it is a plain miss); its other ReadE ops, and the merged ReadSM, go.
+    std::vector<char> eDone(job.tasks.size(), 0);
+    for (const sched::Op& op : schedule.io) {
+      sched::JobTask& t = job.tasks[static_cast<size_t>(op.task)];
+      sched::ExecOp x;
+      x.task = op.task;
+      if (op.kind == sched::OpKind::ReadE) {
+        if (eDone[static_cast<size_t>(op.task)]++) continue;
+        t.wholeRead = t.state == sched::TaskState::Miss && !t.keepE && !t.keepSM;
+        x.kind = t.wholeRead ? sched::ExecKind::ReadTensor : sched::ExecKind::ReadE;
+        x.shard = sched::kAllShards;
+      } else if (op.kind == sched::OpKind::ReadSM) {
+        if (t.wholeRead) continue;
+        x.kind = sched::ExecKind::ReadSM;
+      } else {
+        continue;
+      }
+      job.io.push_back(x);
+    }
+  } else {
+    convert(schedule.io, job.io);
+  }
+  convert(schedule.decompress, job.decompress);
+  convert(schedule.recover, job.recover);
+  std::vector<char> admitted(job.experts.size(), 0);
+  for (int task : schedule.taskOrder) {
+    const int idx = job.tasks[static_cast<size_t>(task)].expertIndex;
+    if (!admitted[static_cast<size_t>(idx)]++) job.admissionOrder.push_back(idx);
+  }
+  for (int expert : schedule.computeOrder) job.computeOrder.push_back(indexOfExpert[static_cast<size_t>(expert)]);
+  for (size_t i = 0; i < job.experts.size(); ++i)  // anything the schedule did not list
+    if (std::find(job.computeOrder.begin(), job.computeOrder.end(), static_cast<int>(i)) == job.computeOrder.end())
+      job.computeOrder.push_back(static_cast<int>(i));
+  return predicted;
+}
+
+void ZipMoeStrategy::poolStats(const cache::ExpertCache& cache, const Plan& plan, RuntimeStats& stats) const {
+  for (Pool p : kPools) {
+    const auto i = static_cast<size_t>(poolIndex(p));
+    PoolState& pool = stats.pools[i];
+    pool.capacityBytes = 0;
+    double ratio = 0;
+    for (int l = 0; l < sizes_.layers(); ++l) {
+      pool.capacityBytes += cache.capacityBytes(l, poolIndex(p));
+      if (l < static_cast<int>(plan.layers.size())) ratio += plan.layers[static_cast<size_t>(l)].ratio[i];
+    }
+    pool.ratio = ratio / std::max(1, sizes_.layers());
+  }
+}
+
+}  // namespace zipmoe::experts

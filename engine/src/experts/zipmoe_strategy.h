@@ -1,0 +1,47 @@
+// Internal: the ZipMoE expert provider (paper §3.2–3.4): four pools per MoE layer, planned by
+// Algorithm 4 from activation history and the measured costs (planner_inputs.h); a requested
+// expert's tensors are rebuilt from whatever its pool keeps — F nothing to do; C decompress and
+// recover; S read the exponent chunks, decompress, recover; E read the SM-chunk, decompress,
+// recover; a miss all of it — and it moves to a better pool when its rank says so (dispatch by
+// rank with tolerance δ, room made by the eviction policy). The layer's operations are ordered by
+// Algorithm 1 (or FIFO, for comparison) and the order's makespan simulated from the profile.
+// Thread-safety and cost: as OffloadStrategy (offload_strategy.h).
+#pragma once
+
+#include "experts/expert_sizes.h"
+#include "experts/offload_strategy.h"
+#include "experts/planner_inputs.h"
+#include "zipmoe/cost_profile.h"
+#include "zipmoe/runtime_options.h"
+#include "zipmoe/store.h"
+
+namespace zipmoe::experts {
+
+class ZipMoeStrategy final : public OffloadStrategy {
+ public:
+  // REQUIRES: store and sizes outlive the strategy; options.decompressWorkers is resolved (> 0).
+  ZipMoeStrategy(const Store& store, const ExpertSizes& sizes, const RuntimeOptions& options, const CostProfile& profile);
+
+  sched::SlotLayout stagingLayout() const override { return sizes_.stagingLayout(options_.stagingSlots); }
+  sched::SlotLayout outputLayout() const override { return sizes_.outputLayout(options_.outputSlots); }
+  int decompressWorkers() const override { return options_.decompressWorkers; }
+  bool sharedCache() const override { return false; }
+  Plan plan(uint64_t poolBytes, PoolMask pools, const ActivationCounts& counts) const override;
+  void applyPlan(cache::ExpertCache& cache, const Plan& plan, uint64_t poolBytes) const override;
+  double buildJob(cache::ExpertCache& cache, const LayerRequest& request, sched::LayerJob& job, std::vector<Keep>& kept,
+                  JobCounts& counts) const override;
+  void poolStats(const cache::ExpertCache& cache, const Plan& plan, RuntimeStats& stats) const override;
+
+ private:
+  // Turns the schedule of the job's tasks (Algorithm 1 or FIFO) into the executor's operation
+  // lists; returns the simulated makespan.
+  double order(sched::LayerJob& job) const;
+
+  const Store& store_;
+  const ExpertSizes& sizes_;
+  const RuntimeOptions& options_;
+  const CostProfile profile_;
+  PoolPlanInputs planInputs_;
+};
+
+}  // namespace zipmoe::experts

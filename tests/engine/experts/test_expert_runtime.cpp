@@ -1,0 +1,522 @@
+// The expert runtime on real stores with real threads and O_DIRECT reads: every expert tensor it
+// hands out is bit-identical to the store's, for many budgets, pool subsets, codecs, eviction
+// policies and the full-tensor baselines; memory stays within the budget (live changes included);
+// bad input (a too-small budget, a corrupted chunk mid-run, a foreign profile) fails cleanly.
+// Runs under ThreadSanitizer in CI.
+#include <QtTest>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/budget_slider.h"
+#include "test_support.h"
+#include "zipmoe/converter.h"
+#include "zipmoe/cost_profile.h"
+#include "zipmoe/error.h"
+#include "zipmoe/expert_runtime.h"
+#include "zipmoe/store.h"
+#include "zipmoe/synthetic_model.h"
+
+using namespace zipmoe;
+using zipmoe::testing::BudgetSlider;
+using zipmoe::testing::TempDir;
+
+namespace {
+
+struct Fixture {
+  std::filesystem::path hf, store;
+  std::shared_ptr<const Store> opened;
+  std::vector<std::vector<uint16_t>> reference;  // [(layer * experts + expert) * kinds + kind]
+  CostProfile directProfile, bufferedProfile;
+};
+
+void makeFixture(Fixture& f, const std::filesystem::path& root, CodecSpec codec, int shards) {
+  f.hf = root / "hf";
+  f.store = root / "store";
+  SyntheticModelOptions options;
+  options.family = ModelFamily::Qwen2Moe;
+  options.preset = "tiny";
+  options.layers = 3;
+  generateSyntheticModel(f.hf, options);
+  ConvertOptions convert;
+  convert.codec = codec;
+  convert.shards = shards;
+  convertCheckpoint(f.hf, f.store, convert);
+  f.opened = std::shared_ptr<const Store>(Store::open(f.store).release());
+  const Manifest& m = f.opened->manifest();
+  for (int l = 0; l < m.numLayers(); ++l)
+    for (int e = 0; e < m.numExperts; ++e)
+      for (int k = 0; k < m.numKinds(); ++k) {
+        std::vector<uint16_t> words(m.expert(l, e, k).numel);
+        f.opened->readExpertTensor(l, e, k, words.data(), ReadMode::Buffered);
+        f.reference.push_back(std::move(words));
+      }
+  f.directProfile = measureCostProfile(*f.opened, ReadMode::Direct, 8);
+  f.bufferedProfile = measureCostProfile(*f.opened, ReadMode::Buffered, 8);
+}
+
+// A skewed request stream: each step picks k distinct experts per layer, popular ones more often.
+std::vector<std::vector<std::vector<ExpertRequest>>> requestStream(int steps, int layers, int experts, int k,
+                                                                   uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<double> weights;
+  for (int e = 0; e < experts; ++e) weights.push_back(1.0 / (1.0 + e));
+  std::vector<std::vector<std::vector<ExpertRequest>>> out;
+  for (int s = 0; s < steps; ++s) {
+    std::vector<std::vector<ExpertRequest>> step;
+    for (int l = 0; l < layers; ++l) {
+      std::vector<double> w = weights;
+      std::rotate(w.begin(), w.begin() + (l * 3) % experts, w.end());  // each layer its own favourites
+      std::vector<ExpertRequest> reqs;
+      for (int j = 0; j < k; ++j) {
+        std::discrete_distribution<int> pick(w.begin(), w.end());
+        const int e = pick(rng);
+        w[static_cast<size_t>(e)] = 0;
+        reqs.push_back({e, 1 + static_cast<int>(rng() % 3)});
+      }
+      std::sort(reqs.begin(), reqs.end(), [](auto& a, auto& b) { return a.expert < b.expert; });
+      step.push_back(reqs);
+    }
+    out.push_back(step);
+  }
+  return out;
+}
+
+// Runs the stream, checking every tensor and the memory bound; returns the number of experts seen.
+int runStream(Fixture& f, ExpertRuntime& rt, const std::vector<std::vector<std::vector<ExpertRequest>>>& stream,
+              std::function<void(int step)> betweenSteps = {}) {
+  const Manifest& m = f.opened->manifest();
+  int seen = 0;
+  for (size_t s = 0; s < stream.size(); ++s) {
+    if (betweenSteps) betweenSteps(static_cast<int>(s));
+    for (int l = 0; l < m.numLayers(); ++l) {
+      const auto& reqs = stream[s][static_cast<size_t>(l)];
+      auto batch = rt.acquire(l, reqs);
+      std::set<int> got;
+      while (auto ready = batch->next()) {
+        if (!got.insert(ready->expert).second) qFatal("expert returned twice");
+        if (ready->tensors.size() != static_cast<size_t>(m.numKinds())) qFatal("wrong tensor count");
+        for (int k = 0; k < m.numKinds(); ++k) {
+          const auto& ref = f.reference[(static_cast<size_t>(l) * static_cast<size_t>(m.numExperts) +
+                                         static_cast<size_t>(ready->expert)) * static_cast<size_t>(m.numKinds()) +
+                                        static_cast<size_t>(k)];
+          if (std::memcmp(ref.data(), ready->tensors[static_cast<size_t>(k)], ref.size() * 2) != 0)
+            qFatal("layer %d expert %d tensor %d differs from the store", l, ready->expert, k);
+        }
+        ++seen;
+      }
+      if (got.size() != reqs.size()) qFatal("batch returned %zu of %zu experts", got.size(), reqs.size());
+      // The layer ends with its batch. (While it runs, a budget that shrank meanwhile may still be
+      // exceeded by the experts it is using: they are pinned until then.)
+      batch.reset();
+      const RuntimeStats st = rt.stats();
+      if (st.heldBytes > st.budgetBytes)
+        qFatal("held %llu bytes over the budget %llu", static_cast<unsigned long long>(st.heldBytes),
+               static_cast<unsigned long long>(st.budgetBytes));
+    }
+  }
+  return seen;
+}
+
+}  // namespace
+
+class TestExpertRuntime : public QObject {
+  Q_OBJECT
+
+ private:
+  TempDir dir_;
+  Fixture huffman_;
+
+  std::shared_ptr<ExpertRuntime> open(Fixture& f, const RuntimeOptions& o) {
+    const CostProfile& p = o.readMode == ReadMode::Direct ? f.directProfile : f.bufferedProfile;
+    return ExpertRuntime::open(f.opened, o, p);
+  }
+  // The bytes of "the working set plus this share of the expert bytes" for a runtime of these options.
+  uint64_t budgetFraction(Fixture& f, double fraction, RuntimeOptions o) {
+    o.budget = MemoryBudget::poolsForShare(fraction);
+    return open(f, o)->stats().budgetBytes;
+  }
+
+ private Q_SLOTS:
+  void initTestCase() { makeFixture(huffman_, dir_ / "huffman", CodecSpec{}, 4); }
+
+  void zipmoeIsBitExactForEveryBudgetAndPoolSubset() {
+    const Manifest& m = huffman_.opened->manifest();
+    const auto stream = requestStream(24, m.numLayers(), m.numExperts, 2, 7);
+    for (unsigned pools : {0xFu, 0x1u, 0x5u, 0x2u, 0x4u, 0x8u, 0xEu}) {
+      for (double fraction : {0.0, 0.1, 0.25, 0.5, 1.0}) {
+        RuntimeOptions o;
+        o.pools = pools;
+        o.decompressWorkers = 2;
+        o.replanEverySteps = 8;
+        o.budget = MemoryBudget::poolsForShare(fraction);
+        auto rt = open(huffman_, o);
+        const int seen = runStream(huffman_, *rt, stream);
+        const RuntimeStats st = rt->stats();
+        QCOMPARE(st.activations, static_cast<uint64_t>(seen));
+        QCOMPARE(st.hits[0] + st.hits[1] + st.hits[2] + st.hits[3] + st.misses, st.activations);
+        if (fraction == 0.0) QCOMPARE(st.hits[0] + st.hits[1] + st.hits[2] + st.hits[3], uint64_t{0});
+        if (fraction >= 1.0 && pools == 0x1u) QVERIFY2(st.hits[0] > st.activations / 2, "a whole-model F pool should mostly hit");
+        for (int p = 0; p < 4; ++p)
+          if (!(pools & (1u << p))) QCOMPARE(st.hits[static_cast<size_t>(p)], uint64_t{0});
+        // Lemma B.3 on the recorded layers: no schedule beats max{I, C/L, P, Z} of the measured
+        // operation times, so the executor's measured makespan is at least that.
+        QVERIFY(st.layers > 0);
+        QVERIFY2(st.measuredMakespan >= st.lowerBound, "measured makespan below the lower bound");
+        if (pools == 0xFu && fraction == 0.1)
+          qInfo("recorded layers: measured makespan / lower bound = %.2f (predicted / measured %.2f)",
+                st.measuredMakespan / st.lowerBound, st.predictedMakespan / st.measuredMakespan);
+      }
+    }
+  }
+
+  void everyCodecAndShardCount() {
+    int index = 0;
+    for (const char* codec : {"zstd", "lz4", "raw"}) {
+      Fixture f;
+      ++index;
+      makeFixture(f, dir_ / ("codec" + std::to_string(index)), parseCodecSpec(codec), index == 2 ? 1 : 3);
+      const Manifest& m = f.opened->manifest();
+      RuntimeOptions o;
+      o.decompressWorkers = 3;
+      o.budget = MemoryBudget::poolsForShare(0.3);
+      auto rt = open(f, o);
+      runStream(f, *rt, requestStream(10, m.numLayers(), m.numExperts, 2, 11));
+    }
+  }
+
+  void policiesSchedulesAndBufferedReads() {
+    const Manifest& m = huffman_.opened->manifest();
+    const auto stream = requestStream(16, m.numLayers(), m.numExperts, 2, 3);
+    for (auto policy : {EvictionPolicy::Lru, EvictionPolicy::Fifo, EvictionPolicy::Marking, EvictionPolicy::Lfu}) {
+      RuntimeOptions o;
+      o.eviction = policy;
+      o.budget = MemoryBudget::poolsForShare(0.2);
+      runStream(huffman_, *open(huffman_, o), stream);
+    }
+    RuntimeOptions fifo;
+    fifo.fifoSchedule = true;
+    fifo.planning = false;
+    fifo.readMode = ReadMode::Buffered;
+    fifo.outputSlots = 1;
+    fifo.stagingSlots = 1;
+    fifo.decompressWorkers = 1;
+    fifo.coalesceReads = false;
+    fifo.budget = MemoryBudget::poolsForShare(0.2);
+    runStream(huffman_, *open(huffman_, fifo), stream);
+  }
+
+  void fullTensorBaselines() {
+    const Manifest& m = huffman_.opened->manifest();
+    const auto stream = requestStream(16, m.numLayers(), m.numExperts, 2, 5);
+    for (auto policy : {EvictionPolicy::Lru, EvictionPolicy::Fifo, EvictionPolicy::Lfu, EvictionPolicy::Marking}) {
+      for (double fraction : {0.0, 0.7}) {  // (LRU over a cyclic layer scan needs room for many layers)
+        RuntimeOptions o;
+        o.mode = OffloadMode::FullTensor;
+        o.eviction = policy;
+        o.checkpointDir = huffman_.hf;
+        o.budget = MemoryBudget::poolsForShare(fraction);
+        auto rt = open(huffman_, o);
+        runStream(huffman_, *rt, stream);
+        const RuntimeStats st = rt->stats();
+        if (fraction == 0.0) QCOMPARE(st.hits[0], uint64_t{0});
+        else QVERIFY(st.hits[0] > 0);
+        QVERIFY(st.bytesRead > 0);
+      }
+    }
+    RuntimeOptions noCheckpoint;
+    noCheckpoint.mode = OffloadMode::FullTensor;
+    noCheckpoint.budget = MemoryBudget::poolsForShare(1);
+    ZIPMOE_EXPECT_ERROR(open(huffman_, noCheckpoint), "checkpoint");
+  }
+
+  // Every runtime closes the files it opened: the full-tensor baseline's checkpoint files, the
+  // store's. Opening and closing many leaves the process with the open files it had.
+  void openingAndClosingRuntimesLeaksNoFiles() {
+    const auto openFiles = [] {
+      size_t n = 0;
+      for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+      return n;
+    };
+    const Manifest& m = huffman_.opened->manifest();
+    RuntimeOptions full;
+    full.mode = OffloadMode::FullTensor;
+    full.checkpointDir = huffman_.hf;
+    full.budget = MemoryBudget::poolsForShare(0.3);
+    RuntimeOptions zip;
+    zip.budget = MemoryBudget::poolsForShare(0.3);
+    {  // once first: whatever a first use opens for good (thread pools, caches) is not counted
+      auto rt = open(huffman_, full);
+      runStream(huffman_, *rt, requestStream(1, m.numLayers(), m.numExperts, 2, 31));
+    }
+    const size_t before = openFiles();
+    for (int i = 0; i < 40; ++i) {
+      auto rt = open(huffman_, i % 2 ? zip : full);
+      runStream(huffman_, *rt, requestStream(1, m.numLayers(), m.numExperts, 2, 32 + i));
+    }
+    QCOMPARE(openFiles(), before);
+  }
+
+  void liveBudgetChangesKeepMemoryWithinTheBudget() {
+    const Manifest& m = huffman_.opened->manifest();
+    RuntimeOptions o;
+    o.budget = MemoryBudget::poolsForShare(0.6);
+    auto rt = open(huffman_, o);
+    const uint64_t big = rt->stats().budgetBytes, small = budgetFraction(huffman_, 0.05, o);
+    // A "slider" thread moves the budget while the model thread runs: at least one move is applied
+    // before each step, and more while the step's layers run (each tensor is still checked against
+    // the store by runStream).
+    {
+      BudgetSlider slider(*rt, {small, big});
+      const int steps = runStream(huffman_, *rt, requestStream(30, m.numLayers(), m.numExperts, 2, 9), [&](int step) {
+        slider.waitForMoves(step + 1);
+        QVERIFY2(slider.error().empty(), slider.error().c_str());
+      });
+      QVERIFY(steps > 0);
+      const int moves = slider.stop();
+      QVERIFY2(slider.error().empty(), slider.error().c_str());
+      QVERIFY(moves >= 30);
+      QVERIFY(rt->stats().replans >= static_cast<uint64_t>(moves));
+    }
+    // While idle, a smaller budget frees memory at once (no layer has to run first).
+    rt->setBudget(MemoryBudget::bytes(big));
+    rt->waitForPlan();
+    runStream(huffman_, *rt, requestStream(4, m.numLayers(), m.numExperts, 2, 8));
+    QVERIFY(rt->stats().heldBytes > small);
+    rt->setBudget(MemoryBudget::bytes(small));
+    rt->waitForPlan();
+    QVERIFY(rt->stats().heldBytes <= small);
+    runStream(huffman_, *rt, requestStream(2, m.numLayers(), m.numExperts, 2, 10));
+    const RuntimeStats st = rt->stats();
+    QCOMPARE(st.budgetBytes, small);
+    QVERIFY(st.heldBytes <= small);
+    QVERIFY(st.replans > 2);
+  }
+
+  // A replan that fails on the planner thread is reported in the stats; the previous plan stays in
+  // force, generation goes on under it, and the next replan works again.
+  void aFailedReplanIsReportedAndThePreviousPlanStays() {
+    const Manifest& m = huffman_.opened->manifest();
+    std::atomic<bool> failing{false};
+    RuntimeOptions o;
+    o.budget = MemoryBudget::poolsForShare(0.3);
+    o.beforeReplan = [&] {
+      if (failing.load()) throw Error("injected planner failure");
+    };
+    auto rt = open(huffman_, o);
+    runStream(huffman_, *rt, requestStream(4, m.numLayers(), m.numExperts, 2, 21));
+    const uint64_t before = rt->stats().budgetBytes, other = budgetFraction(huffman_, 0.6, o);
+    QCOMPARE(rt->stats().planFailures, uint64_t{0});
+    failing = true;
+    rt->setBudget(MemoryBudget::bytes(other));
+    rt->waitForPlan();
+    RuntimeStats st = rt->stats();
+    QCOMPARE(st.planFailures, uint64_t{1});
+    QVERIFY2(st.lastPlanError.find("injected planner failure") != std::string::npos, st.lastPlanError.c_str());
+    QCOMPARE(st.budgetBytes, before);  // the previous plan is in force
+    runStream(huffman_, *rt, requestStream(4, m.numLayers(), m.numExperts, 2, 22));  // tensors still exact
+    QVERIFY(rt->stats().heldBytes <= before);
+    failing = false;
+    rt->setBudget(MemoryBudget::bytes(other));
+    rt->waitForPlan();
+    st = rt->stats();
+    QCOMPARE(st.budgetBytes, other);
+    QCOMPARE(st.planFailures, uint64_t{1});
+  }
+
+  void activationCountsRoundTrip() {
+    const Manifest& m = huffman_.opened->manifest();
+    RuntimeOptions o;
+    o.budget = MemoryBudget::poolsForShare(0.3);
+    auto rt = open(huffman_, o);
+    runStream(huffman_, *rt, requestStream(20, m.numLayers(), m.numExperts, 2, 12));
+    const ActivationCounts counts = rt->activationCounts();
+    QCOMPARE(counts.steps[0], uint64_t{20});
+    uint64_t total = 0;
+    for (uint64_t c : counts.counts) total += c;
+    QCOMPARE(total, uint64_t{20} * static_cast<uint64_t>(m.numLayers()) * 2);
+    auto other = open(huffman_, o);
+    other->loadActivationCounts(counts);
+    other->waitForPlan();
+    QCOMPARE(other->activationCounts().counts, counts.counts);
+    ActivationCounts wrong = counts;
+    wrong.experts += 1;
+    ZIPMOE_EXPECT_ERROR(other->loadActivationCounts(wrong), "experts");
+  }
+
+  void traceEventsAndChromeJson() {
+    const Manifest& m = huffman_.opened->manifest();
+    RuntimeOptions o;
+    o.decompressWorkers = 2;
+    o.coalesceReads = false;  // one event per chunk
+    o.budget = MemoryBudget::poolsForShare(0.1);
+    auto rt = open(huffman_, o);
+    runStream(huffman_, *rt, requestStream(4, m.numLayers(), m.numExperts, 2, 13));
+    std::vector<TraceEvent> events;
+    rt->drainTrace(events);
+    std::map<TraceOp, int> ops;
+    for (const auto& e : events) {
+      QVERIFY(e.endNs >= e.startNs);
+      QVERIFY(e.lane < rt->lanes().count());
+      ++ops[e.op];
+    }
+    QVERIFY(ops[TraceOp::ReadSM] > 0 && ops[TraceOp::ReadE] > 0 && ops[TraceOp::Decompress] > 0 &&
+            ops[TraceOp::Recover] > 0 && ops[TraceOp::ExpertCompute] > 0);
+    QVERIFY(ops[TraceOp::Decompress] >= ops[TraceOp::ReadE]);  // cached E-chunks decompress without a read
+    std::ostringstream json;
+    writeChromeTrace(json, events, rt->lanes());
+    const auto parsed = nlohmann::json::parse(json.str());
+    QVERIFY(parsed["traceEvents"].size() > events.size());
+    std::vector<TraceEvent> again;
+    QCOMPARE(rt->drainTrace(again), size_t{0});
+    // Coalesced reads: one request per tensor (E-chunks + SM-chunk of a plain miss).
+    o.coalesceReads = true;
+    auto coalesced = open(huffman_, o);
+    runStream(huffman_, *coalesced, requestStream(4, m.numLayers(), m.numExperts, 2, 13));
+    coalesced->drainTrace(again);
+    QVERIFY(std::count_if(again.begin(), again.end(), [](const TraceEvent& e) { return e.op == TraceOp::ReadTensor; }) > 0);
+    QCOMPARE(std::count_if(again.begin(), again.end(), [](const TraceEvent& e) { return e.op == TraceOp::ReadE && e.shard >= 0; }), 0);
+  }
+
+  void traceBufferDropsWhenFullAndIsThreadSafe() {
+    TraceBuffer buffer(1024);
+    std::vector<std::thread> producers;
+    for (int t = 0; t < 4; ++t)
+      producers.emplace_back([&, t] {
+        for (int i = 0; i < 1000; ++i) {
+          TraceEvent e;
+          e.token = t;
+          e.startNs = i;
+          buffer.record(e);
+        }
+      });
+    std::vector<TraceEvent> drained;
+    while (drained.size() + buffer.dropped() < 4000) buffer.drain(drained);
+    for (auto& p : producers) p.join();
+    buffer.drain(drained);
+    QCOMPARE(drained.size() + buffer.dropped(), size_t{4000});
+    std::map<int, int64_t> last;
+    for (const auto& e : drained) {  // per producer, in order
+      if (last.count(e.token)) QVERIFY(e.startNs > last[e.token]);
+      last[e.token] = e.startNs;
+    }
+  }
+
+  void budgetBelowTheMinimumIsRejectedWithTheMinimum() {
+    RuntimeOptions o;
+    o.budget = MemoryBudget::poolsForShare(0);
+    auto rt = open(huffman_, o);
+    const uint64_t minimum = rt->minimumBudget();
+    QCOMPARE(rt->stats().budgetBytes, minimum);
+    o.budget = MemoryBudget::bytes(minimum - 1);
+    ZIPMOE_EXPECT_ERROR(open(huffman_, o), "below the minimum", std::to_string(minimum));
+    ZIPMOE_EXPECT_ERROR(rt->setBudget(MemoryBudget::bytes(minimum / 2)), "below the minimum", std::to_string(minimum));
+    QCOMPARE(rt->setBudget(MemoryBudget::bytes(minimum / 2).clamped()), minimum);  // a clamped budget is raised
+    o.budget = MemoryBudget::bytes(minimum);
+    auto smallest = open(huffman_, o);
+    const Manifest& m = huffman_.opened->manifest();
+    runStream(huffman_, *smallest, requestStream(3, m.numLayers(), m.numExperts, 2, 1));
+  }
+
+  void foreignProfilesAreRejected() {
+    CostProfile p = huffman_.directProfile;
+    RuntimeOptions o;
+    o.budget = MemoryBudget::poolsForShare(1);
+    p.storeId = "crc32c:00000000 size:1";
+    ZIPMOE_EXPECT_ERROR(ExpertRuntime::open(huffman_.opened, o, p), "another store", "zipmoe profile");
+    p = huffman_.directProfile;
+    p.host = "elsewhere | some CPU | 64 cores";
+    ZIPMOE_EXPECT_ERROR(ExpertRuntime::open(huffman_.opened, o, p), "another machine", "elsewhere");
+    ZIPMOE_EXPECT_ERROR(ExpertRuntime::open(huffman_.opened, o, huffman_.bufferedProfile), "buffered reads");
+    ZIPMOE_EXPECT_ERROR(ExpertRuntime::open(huffman_.opened, o, CostProfile{}), "not measured");
+    // Saved and loaded intact; bad files named.
+    const auto path = dir_ / "profile.json";
+    saveCostProfile(huffman_.directProfile, path);
+    const CostProfile back = loadCostProfile(path);
+    QCOMPARE(back.smRead, huffman_.directProfile.smRead);
+    QCOMPARE(back.storeId, huffman_.directProfile.storeId);
+    std::ofstream(dir_ / "bad.json") << R"({"format":"zipmoe-cost-profile","version":1,"host":"h","store":"s",
+      "read_mode":"direct","sm_read_s":-1})";
+    ZIPMOE_EXPECT_ERROR(loadCostProfile(dir_ / "bad.json"), "bad.json", "sm_read_s");
+  }
+
+  void corruptedChunkStopsTheLayerCleanly() {
+    Fixture f;
+    makeFixture(f, dir_ / "corrupt", CodecSpec{}, 2);
+    const Manifest& m = f.opened->manifest();
+    // Flip a byte inside the SM-chunk of layer 1, expert 2, tensor 0.
+    const ChunkRef& c = m.expert(1, 2, 0).smChunk;
+    {
+      std::fstream io(f.store / "experts.bin", std::ios::in | std::ios::out | std::ios::binary);
+      io.seekg(static_cast<std::streamoff>(c.offset + 10));
+      char b = 0;
+      io.read(&b, 1);
+      b = static_cast<char>(b ^ 0x40);
+      io.seekp(static_cast<std::streamoff>(c.offset + 10));
+      io.write(&b, 1);
+    }
+    RuntimeOptions o;
+    o.budget = MemoryBudget::poolsForShare(0.0);
+    auto rt = open(f, o);
+    const std::vector<ExpertRequest> good = {{0, 1}, {1, 1}}, bad = {{2, 1}, {3, 1}};
+    {
+      auto batch = rt->acquire(1, bad);
+      bool threw = false;
+      try {
+        while (batch->next()) {
+        }
+      } catch (const Error& e) {
+        threw = true;
+        const std::string msg = e.what();
+        QVERIFY2(msg.find("checksum mismatch") != std::string::npos, msg.c_str());
+        QVERIFY2(msg.find(m.expert(1, 2, 0).name) != std::string::npos, msg.c_str());
+      }
+      QVERIFY(threw);
+    }
+    // The runtime goes on serving other experts, and the same expert fails again (nothing cached).
+    for (int round = 0; round < 2; ++round) {
+      auto batch = rt->acquire(1, good);
+      int n = 0;
+      while (batch->next()) ++n;
+      QCOMPARE(n, 2);
+    }
+    {
+      auto batch = rt->acquire(1, bad);
+      ZIPMOE_EXPECT_ERROR(while (batch->next()) {}, "checksum mismatch");
+    }
+    // A batch dropped half-way (the model failed between experts) leaves the runtime usable.
+    {
+      auto batch = rt->acquire(0, good);
+      QVERIFY(batch->next().has_value());
+    }
+    auto batch = rt->acquire(0, good);
+    int n = 0;
+    while (batch->next()) ++n;
+    QCOMPARE(n, 2);
+  }
+
+  void requestsAreValidated() {
+    RuntimeOptions o;
+    o.budget = MemoryBudget::poolsForShare(1);
+    auto rt = open(huffman_, o);
+    const std::vector<ExpertRequest> twice = {{1, 1}, {1, 2}}, outside = {{999, 1}};
+    ZIPMOE_EXPECT_ERROR(rt->acquire(0, twice), "requested twice");
+    ZIPMOE_EXPECT_ERROR(rt->acquire(0, outside), "out of range");
+    ZIPMOE_EXPECT_ERROR(rt->acquire(99, twice), "layer 99");
+    auto empty = rt->acquire(0, {});
+    QVERIFY(!empty->next().has_value());
+  }
+};
+
+QTEST_APPLESS_MAIN(TestExpertRuntime)
+#include "test_expert_runtime.moc"

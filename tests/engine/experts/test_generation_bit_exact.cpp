@@ -1,0 +1,254 @@
+// End to end: the model fed by the expert runtime produces logits and tokens bit-identical to the
+// all-resident run — for several budgets, pool subsets, codecs, eviction policies, the scheduler
+// variants and the full-tensor baselines — on a generated model and on the trained demo model; also
+// while the budget moves during generation. Engine::open measures and reuses a cost profile.
+#include <QtTest>
+
+#include <functional>
+#include <cstring>
+#include <fstream>
+
+#include "engine/budget_slider.h"
+#include "test_support.h"
+#include "zipmoe/converter.h"
+#include "zipmoe/engine.h"
+#include "zipmoe/error.h"
+#include "zipmoe/generator.h"
+#include "zipmoe/synthetic_model.h"
+
+using namespace zipmoe;
+using zipmoe::testing::TempDir;
+
+namespace {
+
+struct Run {
+  std::vector<std::vector<float>> logits;  // prefill (all positions) then one per decode step
+  std::vector<int32_t> tokens;
+};
+
+// `beforeStep(s)` runs before decode step s (a test's hook to interleave other threads' work).
+Run runModel(MoeModel& model, const std::vector<int32_t>& prompt, int steps,
+             const std::function<void(int)>& beforeStep = {}) {
+  Run r;
+  const auto seq = model.addSequence();
+  auto out = model.forward({{seq, prompt}}, true);
+  r.logits.push_back(out[0]);
+  const int64_t vocab = model.config().vocabSize;
+  for (int s = 0; s < steps; ++s) {
+    if (beforeStep) beforeStep(s);
+    const float* last = r.logits.back().data() + (r.logits.back().size() - static_cast<size_t>(vocab));
+    const auto next = static_cast<int32_t>(std::max_element(last, last + vocab) - last);
+    r.tokens.push_back(next);
+    r.logits.push_back(model.forward({{seq, {next}}})[0]);
+  }
+  model.removeSequence(seq);
+  return r;
+}
+
+bool identical(const Run& a, const Run& b) {
+  if (a.tokens != b.tokens || a.logits.size() != b.logits.size()) return false;
+  for (size_t i = 0; i < a.logits.size(); ++i)
+    if (a.logits[i].size() != b.logits[i].size() ||
+        std::memcmp(a.logits[i].data(), b.logits[i].data(), a.logits[i].size() * sizeof(float)) != 0)
+      return false;
+  return true;
+}
+
+struct Model {
+  std::filesystem::path hf, store;
+  std::shared_ptr<const Store> opened;
+  CostProfile profile;
+  Run resident;
+  std::vector<int32_t> prompt;
+};
+
+}  // namespace
+
+class TestGenerationBitExact : public QObject {
+  Q_OBJECT
+
+ private:
+  TempDir dir_;
+
+  void prepare(Model& m, const std::filesystem::path& hf, const std::string& name, CodecSpec codec, int shards) {
+    m.hf = hf;
+    m.store = dir_ / name;
+    ConvertOptions c;
+    c.codec = codec;
+    c.shards = shards;
+    convertCheckpoint(hf, m.store, c);
+    m.opened = std::shared_ptr<const Store>(Store::open(m.store).release());
+    m.profile = profileStore(*m.opened, ReadMode::Direct, ComputeDtype::Auto, 0, 6);
+    auto model = MoeModel::load(m.store);
+    for (int i = 0; i < 12; ++i) m.prompt.push_back(static_cast<int32_t>((37 * i + 11) % model->config().vocabSize));
+    m.resident = runModel(*model, m.prompt, 12);
+  }
+
+  std::filesystem::path tinyModel(ModelFamily family, int layers, const std::string& name) {
+    SyntheticModelOptions o;
+    o.family = family;
+    o.preset = "tiny";
+    o.layers = layers;
+    generateSyntheticModel(dir_ / name, o);
+    return dir_ / name;
+  }
+
+  void checkConfigurations(Model& m) {
+    struct Case {
+      const char* name;
+      double fraction;
+      RuntimeOptions options;
+    };
+    std::vector<Case> cases;
+    for (double f : {0.0, 0.1, 0.35, 1.0}) {
+      for (unsigned pools : {0xFu, 0x1u, 0x4u, 0xAu}) {
+        RuntimeOptions o;
+        o.pools = pools;
+        o.replanEverySteps = 4;
+        cases.push_back({"zipmoe", f, o});
+      }
+    }
+    for (auto policy : {EvictionPolicy::Lru, EvictionPolicy::Fifo, EvictionPolicy::Marking}) {
+      RuntimeOptions o;
+      o.eviction = policy;
+      cases.push_back({"zipmoe-eviction", 0.25, o});
+    }
+    RuntimeOptions variant;
+    variant.fifoSchedule = true;
+    variant.planning = false;
+    variant.decompressWorkers = 1;
+    variant.readMode = ReadMode::Buffered;
+    cases.push_back({"fifo-schedule-noplan-buffered", 0.25, variant});
+    for (auto policy : {EvictionPolicy::Lru, EvictionPolicy::Fifo, EvictionPolicy::Lfu, EvictionPolicy::Marking})
+      for (double f : {0.0, 0.4}) {
+        RuntimeOptions o;
+        o.mode = OffloadMode::FullTensor;
+        o.eviction = policy;
+        o.checkpointDir = m.hf;
+        cases.push_back({"full-tensor", f, o});
+      }
+    for (const Case& c : cases) {
+      RuntimeOptions o = c.options;
+      o.budget = MemoryBudget::poolsForShare(c.fraction);
+      const CostProfile profile =
+          o.readMode == ReadMode::Direct ? m.profile : profileStore(*m.opened, o.readMode, ComputeDtype::Auto, 0, 4);
+      auto rt = ExpertRuntime::open(m.opened, o, profile);
+      ModelOptions mo;
+      mo.experts = rt;
+      auto model = MoeModel::load(m.store, mo);
+      const Run r = runModel(*model, m.prompt, 12);
+      QVERIFY2(identical(r, m.resident), qPrintable(QString("%1 at %2 of expert bytes, pools %3 differs from the resident run")
+                                                        .arg(c.name).arg(c.fraction).arg(o.pools)));
+      const RuntimeStats st = rt->stats();
+      QVERIFY(st.heldBytes <= st.budgetBytes);
+      QVERIFY(st.activations > 0);
+    }
+  }
+
+ private Q_SLOTS:
+  void generatedModelEveryConfigurationIsBitIdentical() {
+    const auto hf = tinyModel(ModelFamily::Olmoe, 3, "olmoe-hf");
+    Model huffman, zstd;
+    prepare(huffman, hf, "olmoe-huffman", CodecSpec{}, 4);
+    checkConfigurations(huffman);
+    prepare(zstd, hf, "olmoe-zstd", parseCodecSpec("zstd"), 2);
+    checkConfigurations(zstd);
+  }
+
+  void demoModelIsBitIdenticalWhileTheBudgetMoves() {
+    const std::filesystem::path demo = std::filesystem::path(ZIPMOE_FIXTURES_DIR) / "../../resources/demo-model";
+    if (!std::filesystem::exists(demo / "config.json")) QSKIP("resources/demo-model is absent");
+    Model m;
+    prepare(m, demo, "demo-store", CodecSpec{}, 4);
+    checkConfigurations(m);
+    // Generation with a "slider" moving the budget from another thread: each decode step waits
+    // until the slider has made one more move, and the slider keeps moving while the step's
+    // layers run, so plans are applied in the middle of generation whatever the machine's load.
+    RuntimeOptions o;
+    o.budget = MemoryBudget::poolsForShare(0);
+    auto rt = ExpertRuntime::open(m.opened, o, m.profile);
+    const uint64_t lo = rt->minimumBudget(), hi = rt->minimumBudget() + rt->expertBytes() / 2;
+    ModelOptions mo;
+    mo.experts = rt;
+    auto model = MoeModel::load(m.store, mo);
+    std::vector<uint64_t> budgets;
+    for (int i = 0; i < 21; ++i) budgets.push_back(i % 3 == 0 ? lo : hi - static_cast<uint64_t>(i % 7) * (hi - lo) / 8);
+    testing::BudgetSlider slider(*rt, budgets);
+    const Run r = runModel(*model, m.prompt, 12, [&](int step) { slider.waitForMoves(step + 1); });
+    const int moves = slider.stop();
+    QVERIFY2(slider.error().empty(), slider.error().c_str());
+    QVERIFY(identical(r, m.resident));
+    QVERIFY(moves >= 12);
+    QVERIFY(rt->stats().replans >= static_cast<uint64_t>(moves));
+  }
+
+  void aCorruptedChunkStopsGenerationCleanly() {
+    const auto hf = tinyModel(ModelFamily::Qwen2Moe, 2, "corrupt-hf");
+    Model m;
+    prepare(m, hf, "corrupt-store", CodecSpec{}, 4);
+    // Corrupt every expert's first E-chunk of MoE layer 1: any routing hits one.
+    for (int e = 0; e < m.opened->manifest().numExperts; ++e) {
+      const ChunkRef& c = m.opened->manifest().expert(1, e, 0).eChunks[0];
+      std::fstream f(m.store / "experts.bin", std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(static_cast<std::streamoff>(c.offset));
+      const char junk[4] = {1, 2, 3, 4};
+      f.write(junk, 4);
+    }
+    RuntimeOptions ro;
+    ro.budget = MemoryBudget::poolsForShare(1);
+    auto rt = ExpertRuntime::open(m.opened, ro, m.profile);
+    ModelOptions mo;
+    mo.experts = rt;
+    auto model = MoeModel::load(m.store, mo);
+    for (int attempt = 0; attempt < 2; ++attempt) {  // fails the same way each time, nothing else breaks
+      const auto seq = model->addSequence();
+      ZIPMOE_EXPECT_ERROR(model->forward({{seq, m.prompt}}), "checksum mismatch", "layers.1.");
+      model->removeSequence(seq);
+    }
+    QVERIFY(rt->stats().heldBytes <= rt->stats().budgetBytes);
+  }
+
+  void engineMeasuresAndReusesItsProfileAndGeneratesTheSameText() {
+    const std::filesystem::path demo = std::filesystem::path(ZIPMOE_FIXTURES_DIR) / "../../resources/demo-model";
+    if (!std::filesystem::exists(demo / "config.json")) QSKIP("resources/demo-model is absent");
+    const auto store = dir_ / "engine-store";
+    convertCheckpoint(demo, store, ConvertOptions{});
+    SamplingParams params;
+    params.temperature = 0;
+    params.maxTokens = 24;
+    auto textOf = [&](Engine& e) {
+      std::string text;
+      generate(e.model(), e.tokenizer(), e.tokenizer().encode("ROMEO:", true), params, [&](std::string_view t) {
+        text += t;
+        return true;
+      });
+      return text;
+    };
+    EngineOptions resident;
+    const std::string expected = textOf(*Engine::open(store, resident));
+    EngineOptions withRuntime;
+    withRuntime.runtime = RuntimeOptions{};
+    withRuntime.runtime->budget = MemoryBudget::bytes(64ull << 20);
+    int statuses = 0;
+    withRuntime.onStatus = [&](const std::string& s) { statuses += s.find("cost profile") != std::string::npos; };
+    auto engine = Engine::open(store, withRuntime);
+    QCOMPARE(statuses, 1);
+    QVERIFY(std::filesystem::exists(store / "profile.json"));
+    QCOMPARE(textOf(*engine), expected);
+    engine.reset();
+    statuses = 0;
+    engine = Engine::open(store, withRuntime);  // the saved profile is reused
+    QCOMPARE(statuses, 0);
+    ZIPMOE_EXPECT_ERROR(engine->runtime()->setBudget(MemoryBudget::bytes(1)), "below the minimum");
+    ZIPMOE_EXPECT_ERROR(Engine::open(demo, withRuntime), "ZipMoE store", "zipmoe convert");
+    EngineOptions foreign = withRuntime;
+    foreign.profilePath = dir_ / "foreign.json";
+    CostProfile p = engine->profile();
+    p.host = "another | cpu | 1 cores";
+    saveCostProfile(p, foreign.profilePath);
+    ZIPMOE_EXPECT_ERROR(Engine::open(store, foreign), "another machine");
+  }
+};
+
+QTEST_APPLESS_MAIN(TestGenerationBitExact)
+#include "test_generation_bit_exact.moc"
