@@ -13,12 +13,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/file_io.h"
 #include "command_line.h"
 #include "runtime_options.h"
 #include "zipmoe/converter.h"
 #include "zipmoe/engine.h"
 #include "zipmoe/error.h"
+#include "zipmoe/file_priming.h"
 #include "zipmoe/model_family.h"
 #include "zipmoe/synthetic_model.h"
 
@@ -361,25 +361,6 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
   return result;
 }
 
-namespace {
-
-// Reads a whole file once (O_DIRECT in big aligned blocks, or through the page cache); returns its size.
-uint64_t readThrough(const std::filesystem::path& path, ReadMode mode) {
-  io::FileHandle f(path, O_RDONLY | (mode == ReadMode::Direct ? O_DIRECT : 0));
-  io::AlignedBuffer buffer(8 << 20);
-  const uint64_t size = f.size();
-  for (uint64_t offset = 0; offset < size;) {
-    const ssize_t n = ::pread(f.fd(), buffer.data(), buffer.size(), static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw Error("cannot read " + path.string() + " at offset " + std::to_string(offset) + ": " + std::strerror(errno));
-    if (n == 0) break;
-    offset += static_cast<uint64_t>(n);
-  }
-  return size;
-}
-
-}  // namespace
-
 std::vector<std::filesystem::path> BenchWorkload::filesRead(const std::vector<BenchSystem>& systems) const {
   bool zip = false, full = false;
   for (const auto& s : systems) (s.options.mode == OffloadMode::FullTensor ? full : zip) = true;
@@ -398,7 +379,7 @@ std::vector<std::filesystem::path> BenchWorkload::filesRead(const std::vector<Be
 
 uint64_t BenchWorkload::prime(const BenchSystem& system) {
   uint64_t bytes = 0;
-  for (const auto& f : filesRead({system})) bytes += readThrough(f, spec_.readMode);
+  for (const auto& f : filesRead({system})) bytes += primeFile(f, spec_.readMode);
   return bytes;
 }
 
@@ -411,7 +392,7 @@ double BenchWorkload::warmUp(const std::vector<BenchSystem>& systems, uint64_t b
   }
   const std::vector<std::filesystem::path> files = filesRead(systems);
   uint64_t bytes = 0;
-  for (const auto& f : files) bytes += readThrough(f, spec_.readMode);
+  for (const auto& f : files) bytes += primeFile(f, spec_.readMode);
   const double readSeconds = since(t0);
 
   RunSettings pass = settings;  // full length: a pass of a few tokens left the next run still slow

@@ -1,6 +1,6 @@
 // DemoTrainer: the libtorch training loop of the demo model. See demo_trainer.h.
 // Thread-safety: one driving thread. Cost: ~6 × active params × tokens FLOPs per step.
-#include "demo_trainer.h"
+#include "zipmoe/demo_trainer.h"
 
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
@@ -14,6 +14,7 @@
 #include <random>
 
 #include "bpe_trainer.h"
+#include "hf_export.h"
 #include "mixtral_modules.h"
 #include "token_corpus.h"
 #include "zipmoe/error.h"

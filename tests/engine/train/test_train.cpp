@@ -6,7 +6,7 @@
 
 #include "test_support.h"
 #include "train/bpe_trainer.h"
-#include "train/demo_trainer.h"
+#include "zipmoe/demo_trainer.h"
 #include "train/hf_export.h"
 #include "zipmoe/error.h"
 

@@ -1,7 +1,7 @@
 // DemoTrainer — trains the embedded demo model (a small Mixtral MoE) on a text corpus.
 //
-// Torch-free interface over the libtorch implementation (demo_trainer.cpp), so that the CLI and the
-// tests can drive training without torch headers. The constructor learns the byte-level BPE tokenizer
+// Torch-free interface over the libtorch implementation (engine/src/train/demo_trainer.cpp), so that
+// the CLI (`zipmoe train-demo`) and the tests can drive training without torch headers. The constructor learns the byte-level BPE tokenizer
 // on the corpus, encodes it, splits off the validation tail and builds the model (fp32, HF Mixtral
 // init: normal(0, 0.02), norms 1). trainStep() runs one AdamW step (decoupled weight decay on
 // matrices only, linear warmup then cosine decay to minLrFraction × lr, global gradient clipping,
@@ -18,9 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "hf_export.h"
-
 namespace zipmoe::train {
+
+// Internal types (engine/src/train/): only the engine and its tests use the functions that take them.
+class ByteLevelBpe;
+struct MixtralHyper;
+struct Bf16Tensor;
 
 struct DemoTrainOptions {
   int64_t steps = 2000;
