@@ -28,6 +28,7 @@
 #include "commands.h"
 #include "runtime_options.h"
 #include "terminal_progress.h"
+#include "zipmoe/chat_session.h"
 #include "zipmoe/chat_template.h"
 #include "zipmoe/error.h"
 #include "zipmoe/generator.h"
@@ -129,20 +130,25 @@ Session open(const std::filesystem::path& dir, EngineOptions options, const std:
   return s;
 }
 
-void printStats(const GenerationStats& s) {
-  std::fprintf(stderr, "[%d prompt tokens, %d generated; time to first token %.1f ms", s.promptTokens,
-               s.generatedTokens, s.timeToFirstTokenMs);
+void printStats(const TurnStats& turn) {
+  const GenerationStats& s = turn.generation;
+  std::fprintf(stderr, "[%d prompt tokens, %d reused, %d prefilled", turn.promptTokens, turn.reusedTokens,
+               turn.prefilledTokens);
+  if (turn.droppedMessages > 0)
+    std::fprintf(stderr, " (the %d oldest message%s left out to fit the context window)", turn.droppedMessages,
+                 turn.droppedMessages == 1 ? "" : "s");
+  std::fprintf(stderr, "; %d generated; time to first token %.1f ms", s.generatedTokens, s.timeToFirstTokenMs);
   if (s.generatedTokens > 1 && s.timePerOutputTokenMs > 0)
     std::fprintf(stderr, "; time per output token %.1f ms (%.2f tokens/s)", s.timePerOutputTokenMs,
                  1000.0 / s.timePerOutputTokenMs);
   std::fprintf(stderr, "; stop: %s]\n", s.stopReason.c_str());
 }
 
-// Streams one reply to stdout; Ctrl-C (the interrupt flag) stops it.
-GenerationStats reply(Session& s, const std::vector<int32_t>& ids, const SamplingParams& params) {
+// Streams the reply to the user's message to stdout; Ctrl-C (the interrupt flag) stops it.
+TurnStats reply(Session& s, ChatSession& chat, const std::string& message, const SamplingParams& params) {
   const std::atomic<bool>* interrupted = installInterruptHandler();
   resetInterrupt();
-  const GenerationStats stats = generate(*s.model, *s.tokenizer, ids, params, [](std::string_view text) {
+  const TurnStats turn = chat.send(message, params, [](std::string_view text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     return true;
@@ -150,16 +156,9 @@ GenerationStats reply(Session& s, const std::vector<int32_t>& ids, const Samplin
   std::fputc('\n', stdout);
   std::fflush(stdout);
   if (interrupted->load()) std::fprintf(stderr, "[interrupted]\n");
-  printStats(stats);
+  printStats(turn);
   if (s.engine->runtime()) std::fprintf(stderr, "%s\n", describeRuntime(*s.engine->runtime()).c_str());
-  return stats;
-}
-
-std::vector<ChatMessage> withSystem(const std::string& system, const std::vector<ChatMessage>& history) {
-  std::vector<ChatMessage> messages;
-  if (!system.empty()) messages.push_back({"system", system});
-  messages.insert(messages.end(), history.begin(), history.end());
-  return messages;
+  return turn;
 }
 
 // One line from stdin without the newline; nullopt at EOF or when interrupted.
@@ -203,18 +202,12 @@ int runGenerate(const Args& arguments) {
   }
   Session s = open(args[0], options, budget);
 
-  std::vector<int32_t> ids;
-  if (!raw && s.chatTemplate) {
-    std::vector<ChatMessage> messages;
-    if (haveSystem) messages.push_back({"system", system});
-    messages.push_back({"user", prompt});
-    ids = s.tokenizer->encode(s.chatTemplate->render(messages, true), false);  // the template writes bos
-  } else {
-    if (!raw) std::fprintf(stderr, "zipmoe: note: %s has no chat template; using the raw prompt\n", args[0].c_str());
-    if (haveSystem) std::fprintf(stderr, "zipmoe: note: --system is ignored without a chat template\n");
-    ids = s.tokenizer->encode(prompt, true);
-  }
-  const GenerationStats stats = reply(s, ids, params);
+  const bool useTemplate = !raw && s.chatTemplate;
+  if (!raw && !s.chatTemplate) std::fprintf(stderr, "zipmoe: note: %s has no chat template; using the raw prompt\n", args[0].c_str());
+  if (haveSystem && !useTemplate) std::fprintf(stderr, "zipmoe: note: --system is ignored without a chat template\n");
+  ChatSession chat(*s.engine, ChatSessionOptions{useTemplate});
+  if (useTemplate && haveSystem) chat.setSystemPrompt(system);
+  const TurnStats stats = reply(s, chat, prompt, params);
   if (trace) {
     std::vector<TraceEvent> events;
     s.engine->runtime()->drainTrace(events);
@@ -223,13 +216,13 @@ int runGenerate(const Args& arguments) {
     if (!traceOut) throw Error("--trace: writing " + tracePath + " failed");
     std::fprintf(stderr, "zipmoe: wrote %zu trace events to %s\n", events.size(), tracePath.c_str());
   }
-  return stats.stopReason == "stopped" ? 130 : 0;
+  return stats.generation.stopReason == "stopped" ? 130 : 0;
 }
 
 int runChat(const Args& arguments) {
   const CommandLine cmdline = CommandLine::parse(chatSpec(), arguments);
   if (cmdline.help()) return printUsage(chatSpec());
-  std::string system = cmdline.text("--system", "");
+  const std::string system = cmdline.text("--system", "");
   const SamplingParams params = parseSampling(cmdline);
   EngineOptions options;
   options.model = parseModelOptions(cmdline);
@@ -244,7 +237,8 @@ int runChat(const Args& arguments) {
   const bool interactive = ::isatty(STDIN_FILENO) == 1;
   if (interactive) std::fprintf(stderr, "chat: /exit to quit, /reset to clear the conversation, /system TEXT to set the system prompt\n");
   const std::atomic<bool>* interrupted = installInterruptHandler();
-  std::vector<ChatMessage> history;
+  ChatSession chat(*s.engine);
+  chat.setSystemPrompt(system);
   for (;;) {
     resetInterrupt();
     if (interactive) {
@@ -259,27 +253,23 @@ int runChat(const Args& arguments) {
     if (line->empty()) continue;
     if (*line == "/exit" || *line == "/quit") break;
     if (*line == "/reset") {
-      history.clear();
+      chat.clear();
       std::fprintf(stderr, "[conversation cleared]\n");
       continue;
     }
     if (line->rfind("/system", 0) == 0 && (line->size() == 7 || (*line)[7] == ' ')) {
-      system = line->size() > 8 ? line->substr(8) : std::string();
-      std::fprintf(stderr, system.empty() ? "[system prompt cleared]\n" : "[system prompt set]\n");
+      chat.setSystemPrompt(line->size() > 8 ? line->substr(8) : std::string());
+      std::fprintf(stderr, chat.systemPrompt().empty() ? "[system prompt cleared]\n" : "[system prompt set]\n");
       continue;
     }
-    history.push_back({"user", *line});
     try {
-      const std::string text = s.chatTemplate->render(withSystem(system, history), true);
-      const GenerationStats stats = reply(s, s.tokenizer->encode(text, false), params);
-      history.push_back({"assistant", stats.text});
+      reply(s, chat, *line, params);
     } catch (const Cancelled&) {
       throw;
     } catch (const Error& e) {
-      // A template that refuses the conversation or a prompt over the context window ends this turn only.
-      history.pop_back();
+      // A template that refuses the conversation or a message over the context window ends this turn only.
       std::fprintf(stderr, "zipmoe: error: %s\n", e.what());
-      if (std::string(e.what()).find("context window") != std::string::npos)
+      if (std::string(e.what()).find("too long") != std::string::npos)
         std::fprintf(stderr, "zipmoe: /reset starts a new conversation\n");
     }
   }

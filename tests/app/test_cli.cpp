@@ -5,12 +5,14 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QtTest>
 
 #include <cmath>
 #include <vector>
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 
 #include "test_support.h"
@@ -209,6 +211,34 @@ class TestCli : public QObject {
     r = runCli({"generate", path(tmp / "t5"), "--prompt", "x"});
     QCOMPARE(r.exitCode, 1);
     QVERIFY2(r.err.contains("switch_transformers") && r.err.contains("mixtral"), qPrintable(r.err));
+  }
+
+  // zipmoe chat keeps the KV cache between turns: on the demo model, turns 2 and 3 reuse what the
+  // turn before left in the cache and prefill only the new turn (the stats line says so). That the
+  // replies equal a fresh prefill's is ChatSession's test (test_chat_session).
+  void chatReusesTheCacheBetweenTurns() {
+    QProcess chat;
+    chat.start(ZIPMOE_CLI_PATH, {"chat", QStringLiteral(ZIPMOE_SOURCE_DIR "/resources/demo-model"), "--temperature", "0",
+                                 "--max-tokens", "16"});
+    QVERIFY(chat.waitForStarted());
+    chat.write("ROMEO: what news?\nAnd then?\nSpeak on.\n/exit\n");
+    chat.closeWriteChannel();
+    QVERIFY(chat.waitForFinished(-1));
+    QCOMPARE(chat.exitCode(), 0);
+    const QString err = QString::fromUtf8(chat.readAllStandardError());
+    const QRegularExpression stats("\\[(\\d+) prompt tokens, (\\d+) reused, (\\d+) prefilled; (\\d+) generated");
+    std::vector<std::array<int, 4>> turns;
+    for (auto it = stats.globalMatch(err); it.hasNext();) {
+      const auto m = it.next();
+      turns.push_back({m.captured(1).toInt(), m.captured(2).toInt(), m.captured(3).toInt(), m.captured(4).toInt()});
+    }
+    QCOMPARE(turns.size(), size_t{3});
+    QCOMPARE(turns[0][1], 0);
+    for (size_t i = 1; i < 3; ++i) {
+      QCOMPARE(turns[i][1], turns[i - 1][0] + turns[i - 1][3] - 1);  // all the last turn cached
+      QCOMPARE(turns[i][0], turns[i][1] + turns[i][2]);
+      QVERIFY2(turns[i][2] < 20, qPrintable(err));  // the new turn's few tokens, not the conversation
+    }
   }
 
   void runtimeProfileTraceAndBench() {

@@ -628,6 +628,10 @@ void ChatController::onReplyFinished(qint64 requestId, const ReplyStats& stats) 
   s.expertHitRate = stats.expertHitRate;
   s.stopReason = stats.stopReason;
   finishStream(MessageState::Complete, s);
+  lastReplyPrompt_ = {{QStringLiteral("promptTokens"), stats.promptTokens},
+                      {QStringLiteral("reusedTokens"), stats.reusedTokens},
+                      {QStringLiteral("prefilledTokens"), stats.prefilledTokens},
+                      {QStringLiteral("droppedTurns"), stats.droppedTurns}};
   if (stats.droppedTurns != droppedTurns_) {
     droppedTurns_ = stats.droppedTurns;
     Q_EMIT noticeChanged();

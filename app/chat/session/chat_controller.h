@@ -72,6 +72,9 @@ class ChatController : public QObject {
   Q_PROPERTY(QString notice READ notice NOTIFY noticeChanged FINAL)  // information, not an error
   Q_PROPERTY(QString databaseError READ databaseError CONSTANT FINAL)
   Q_PROPERTY(QString databasePath READ databasePath CONSTANT FINAL)
+  // The last reply's prompt: promptTokens, reusedTokens (already in the engine's cache),
+  // prefilledTokens, droppedTurns.
+  Q_PROPERTY(QVariantMap lastReplyPrompt READ lastReplyPrompt NOTIFY replyFinished FINAL)
 
  public:
   explicit ChatController(const ControllerOptions& options, QObject* parent = nullptr);
@@ -113,6 +116,7 @@ class ChatController : public QObject {
   QString databaseError() const { return databaseError_; }
   QString databasePath() const { return options_.databasePath; }
   ChatDatabase* database() const { return database_.get(); }
+  QVariantMap lastReplyPrompt() const { return lastReplyPrompt_; }
 
   // A model directory or store (a path or a file:// URL); the demo model when empty.
   Q_INVOKABLE void openModel(const QString& pathOrUrl = {});
@@ -207,6 +211,7 @@ class ChatController : public QObject {
   QString language_ = QStringLiteral("en");
   QString lastError_;
   int droppedTurns_ = 0;  // the notice: oldest turns the last reply left out (0 = no notice)
+  QVariantMap lastReplyPrompt_;
 
   struct Stream {
     qint64 requestId = 0;  // 0 = no reply streaming

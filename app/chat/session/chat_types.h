@@ -39,6 +39,8 @@ struct ReplyStats {
   double expertHitRate = -1;  // share of this reply's expert activations served from a pool; -1 = no runtime
   QString stopReason;         // the engine's: eos, stop_string, max_tokens, context_window, stopped
   int droppedTurns = 0;       // oldest turns left out so the conversation fits the context window
+  int reusedTokens = 0;       // prompt tokens the engine's cache already held (ChatSession)
+  int prefilledTokens = 0;    // prompt tokens run through the model for this reply
 };
 
 struct ModelInfo {

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "chat_database.h"
+#include "zipmoe/chat_session.h"
 #include "zipmoe/converter.h"
 #include "zipmoe/cost_profile.h"
 #include "zipmoe/engine.h"
@@ -197,6 +198,7 @@ void EngineWorker::openModel(const OpenModelRequest& request) {
     info_.computeDtype = engine_->model().computeDtype() == ComputeDtype::BFloat16 ? QStringLiteral("bf16")
                                                                                  : QStringLiteral("fp32");
     info_.loadSeconds = engine_->loadSeconds();
+    session_ = std::make_unique<ChatSession>(*engine_);
     runtime_->set(rt);
     Q_EMIT modelReady(info_);
   } catch (const Cancelled&) {
@@ -210,44 +212,21 @@ void EngineWorker::openModel(const OpenModelRequest& request) {
 
 void EngineWorker::generate(qint64 requestId, const QList<ChatTurn>& turns, const SamplingSettings& sampling) {
   stop_.store(false);
-  if (!engine_) {
+  if (!engine_ || !session_) {
     Q_EMIT replyFailed(requestId, tr("No model is open."));
     return;
   }
   try {
-    MoeModel& model = engine_->model();
-    const Tokenizer& tokenizer = engine_->tokenizer();
-    const int context = model.config().maxPositionEmbeddings;
+    // The conversation as the chat shows it; the session keeps its cache for whatever prefix of it
+    // the model has already seen (the last reply, a regenerated or edited one's common start).
+    std::string system;
     std::vector<ChatMessage> messages;
-    for (const ChatTurn& t : turns) messages.push_back({t.role.toStdString(), t.content.toStdString()});
-    auto encode = [&](const std::vector<ChatMessage>& m) {
-      if (const ChatTemplate* tpl = engine_->chatTemplate()) return tokenizer.encode(tpl->render(m, true), false);
-      std::string text;
-      for (const ChatMessage& msg : m) text += msg.content + "\n";
-      return tokenizer.encode(text, true);
-    };
-    // Keep the newest turns that fit with room for the reply: a long chat keeps going on a model
-    // with a short context (the demo's is 256 tokens) instead of failing.
-    const int reserve = context > 0 ? std::min(sampling.maxTokens, context / 2) : sampling.maxTokens;
-    std::vector<int32_t> ids = encode(messages);
-    int dropped = 0;
-    auto firstDroppable = [&] {
-      for (size_t i = 0; i < messages.size(); ++i)
-        if (messages[i].role != "system") return i;
-      return messages.size();
-    };
-    while (context > 0 && static_cast<int>(ids.size()) + reserve > context) {
-      const size_t i = firstDroppable();
-      if (messages.size() - i <= 1) break;  // only the newest message is left
-      messages.erase(messages.begin() + static_cast<std::ptrdiff_t>(i));
-      ++dropped;
-      ids = encode(messages);
+    for (const ChatTurn& t : turns) {
+      if (t.role == QStringLiteral("system")) system = t.content.toStdString();
+      else messages.push_back({t.role.toStdString(), t.content.toStdString()});
     }
-    if (context > 0 && static_cast<int>(ids.size()) >= context)
-      throw Error(tr("The message is too long for this model: %1 tokens, and its context holds %2.")
-                      .arg(ids.size())
-                      .arg(context)
-                      .toStdString());
+    session_->setSystemPrompt(std::move(system));
+    session_->setMessages(std::move(messages));
 
     SamplingParams params;
     params.temperature = sampling.temperature;
@@ -256,27 +235,29 @@ void EngineWorker::generate(qint64 requestId, const QList<ChatTurn>& turns, cons
     params.minP = sampling.minP;
     params.repetitionPenalty = sampling.repetitionPenalty;
     params.seed = sampling.seed ? sampling.seed : std::random_device{}();
-    params.maxTokens = context > 0 ? std::min(sampling.maxTokens, context - static_cast<int>(ids.size()))
-                                   : sampling.maxTokens;
+    params.maxTokens = sampling.maxTokens;
 
     ExpertRuntime* rt = engine_->runtime();
     const RuntimeStats before = rt ? rt->stats() : RuntimeStats{};
-    const GenerationStats g = zipmoe::generate(
-        model, tokenizer, ids, params,
+    const TurnStats turn = session_->reply(
+        params,
         [&](std::string_view text) {
           Q_EMIT textArrived(requestId, QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size())));
           waitWhilePaused();
           return !stop_.load(std::memory_order_relaxed);
         },
         &stop_);
+    const GenerationStats& g = turn.generation;
 
     ReplyStats stats;
     stats.ttftMs = g.timeToFirstTokenMs;
     stats.tokensPerSecond = g.timePerOutputTokenMs > 0 ? 1000.0 / g.timePerOutputTokenMs : 0.0;
-    stats.promptTokens = g.promptTokens;
+    stats.promptTokens = turn.promptTokens;
+    stats.reusedTokens = turn.reusedTokens;
+    stats.prefilledTokens = turn.prefilledTokens;
     stats.generatedTokens = g.generatedTokens;
     stats.stopReason = QString::fromStdString(g.stopReason);
-    stats.droppedTurns = dropped;
+    stats.droppedTurns = turn.droppedMessages;
     if (rt) {
       const RuntimeStats after = rt->stats();
       const uint64_t activations = after.activations - before.activations;
@@ -304,6 +285,7 @@ void EngineWorker::closeModel() {
   if (!engine_) return;
   saveStatistics();
   runtime_->set(nullptr);
+  session_.reset();
   engine_.reset();
 }
 

@@ -26,6 +26,7 @@
 #include "runtime_handle.h"
 
 namespace zipmoe {
+class ChatSession;
 class Engine;
 }
 
@@ -87,6 +88,9 @@ class EngineWorker : public QObject {
   std::shared_ptr<ChatDatabase> database_;
   std::shared_ptr<RuntimeHandle> runtime_;
   std::unique_ptr<Engine> engine_;
+  // The conversation on the engine, keeping its KV cache between replies: a new turn prefills only
+  // its own tokens; a regenerated or edited one rolls back to where the conversation changed.
+  std::unique_ptr<ChatSession> session_;
   ModelInfo info_;
   // Waits while the reply is held (the generation thread, between tokens).
   void waitWhilePaused();

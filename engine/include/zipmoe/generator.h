@@ -41,4 +41,14 @@ GenerationStats generate(MoeModel& model, const Tokenizer& tokenizer, const std:
                          const SamplingParams& params, const TextCallback& onText,
                          const std::atomic<bool>* stop = nullptr);
 
+// The same loop on a sequence the caller keeps (a chat session's): `sequenceTokens` are the ids the
+// sequence already holds, and `promptIds` must start with them; only the rest is prefilled (at
+// least one token: REQUIRES sequenceTokens.size() < promptIds.size()). On return — also when an
+// exception escapes — `sequenceTokens` holds exactly the ids in the sequence: the prompt, then every
+// generated token that was fed back (all but the last one sampled). Throws like generate().
+GenerationStats continueSequence(MoeModel& model, MoeModel::SequenceId seq, std::vector<int32_t>& sequenceTokens,
+                                 const Tokenizer& tokenizer, const std::vector<int32_t>& promptIds,
+                                 const SamplingParams& params, const TextCallback& onText,
+                                 const std::atomic<bool>* stop = nullptr);
+
 }  // namespace zipmoe

@@ -48,6 +48,10 @@ class MoeModel {
   virtual SequenceId addSequence() = 0;
   virtual void removeSequence(SequenceId seq) = 0;
   virtual int64_t sequenceLength(SequenceId seq) const = 0;
+  // Keeps the first `length` tokens of the sequence's KV cache and forgets the rest (a chat rolled
+  // back to where the conversation changed). Throws zipmoe::Error for an unknown sequence or a
+  // length above its current one. Cost: none (the rows are overwritten by the next forward).
+  virtual void truncateSequence(SequenceId seq, int64_t length) = 0;
 
   struct Step {
     SequenceId seq = 0;

@@ -85,6 +85,16 @@ class StopStringFilter {
 
 GenerationStats generate(MoeModel& model, const Tokenizer& tokenizer, const std::vector<int32_t>& promptIds,
                          const SamplingParams& params, const TextCallback& onText, const std::atomic<bool>* stop) {
+  validate(params);
+  if (promptIds.empty()) throw Error("generate: the prompt is empty (0 tokens); at least 1 token is needed");
+  SequenceGuard seq(model);
+  std::vector<int32_t> sequenceTokens;
+  return continueSequence(model, seq.id(), sequenceTokens, tokenizer, promptIds, params, onText, stop);
+}
+
+GenerationStats continueSequence(MoeModel& model, MoeModel::SequenceId seq, std::vector<int32_t>& sequenceTokens,
+                                 const Tokenizer& tokenizer, const std::vector<int32_t>& promptIds,
+                                 const SamplingParams& params, const TextCallback& onText, const std::atomic<bool>* stop) {
   const auto start = Clock::now();
   validate(params);
   const auto contextWindow = static_cast<size_t>(std::max(0, model.config().maxPositionEmbeddings));
@@ -94,6 +104,11 @@ GenerationStats generate(MoeModel& model, const Tokenizer& tokenizer, const std:
                 " tokens but the context window (max_position_embeddings) is " + std::to_string(contextWindow) +
                 " tokens; the prompt must be shorter than " + std::to_string(contextWindow) +
                 " tokens to leave room for a reply");
+  if (sequenceTokens.size() >= promptIds.size() ||
+      !std::equal(sequenceTokens.begin(), sequenceTokens.end(), promptIds.begin()) ||
+      model.sequenceLength(seq) != static_cast<int64_t>(sequenceTokens.size()))
+    throw Error("generate: the sequence's " + std::to_string(sequenceTokens.size()) +
+                " cached tokens are not a proper prefix of the " + std::to_string(promptIds.size()) + "-token prompt");
 
   GenerationStats stats;
   stats.promptTokens = static_cast<int>(promptIds.size());
@@ -104,7 +119,6 @@ GenerationStats generate(MoeModel& model, const Tokenizer& tokenizer, const std:
   }
 
   Sampler sampler(params);
-  SequenceGuard seq(model);
   StreamingDecoder decoder(tokenizer, /*skipSpecialTokens=*/true);
   StopStringFilter stops(params.stopStrings);
   const auto& eos = model.config().eosTokenIds;
@@ -117,7 +131,9 @@ GenerationStats generate(MoeModel& model, const Tokenizer& tokenizer, const std:
     if (onText && !onText(text)) callbackOpen = false;
   };
 
-  std::vector<float> logits = std::move(model.forward({MoeModel::Step{seq.id(), promptIds}}).at(0));
+  const std::vector<int32_t> prefill(promptIds.begin() + static_cast<std::ptrdiff_t>(sequenceTokens.size()), promptIds.end());
+  std::vector<float> logits = std::move(model.forward({MoeModel::Step{seq, prefill}}).at(0));
+  sequenceTokens = promptIds;
   Clock::time_point firstAt{}, lastAt{};
   bool hit = false;
   for (;;) {
@@ -160,7 +176,8 @@ GenerationStats generate(MoeModel& model, const Tokenizer& tokenizer, const std:
       break;
     }
     history.push_back(token);
-    logits = std::move(model.forward({MoeModel::Step{seq.id(), {token}}}).at(0));
+    logits = std::move(model.forward({MoeModel::Step{seq, {token}}}).at(0));
+    sequenceTokens.push_back(token);
   }
   stats.generatedTokens = static_cast<int>(stats.tokens.size());
   if (stats.tokens.size() > 1)

@@ -98,6 +98,15 @@ class MoeModelImpl : public MoeModel {
 
   int64_t sequenceLength(SequenceId seq) const override { return find(seq, "sequenceLength").length; }
 
+  void truncateSequence(SequenceId seq, int64_t length) override {
+    const int64_t current = find(seq, "truncateSequence").length;
+    if (length < 0 || length > current)
+      throw Error("truncateSequence: sequence " + std::to_string(seq) + " holds " + std::to_string(current) +
+                  " tokens; cannot keep " + std::to_string(length));
+    // The rows past the new length stay in the buffers and are overwritten by the next forward.
+    sequences_.at(seq).length = length;
+  }
+
   std::vector<std::vector<float>> forward(const std::vector<Step>& steps, bool allPositions) override {
     if (steps.empty()) return {};
     validate(steps);

@@ -178,12 +178,29 @@ class TestChatController : public QObject {
     QCOMPARE(c.messages()->count(), 4);
     const qint64 oldReply = c.messages()->rows().back().id;
 
+    const auto prompt = [&](const char* key) { return c.lastReplyPrompt().value(QString::fromLatin1(key)).toInt(); };
+    // The second question reused the first exchange from the engine's cache.
+    QVERIFY(prompt("reusedTokens") > 0);
+    QCOMPARE(prompt("promptTokens"), prompt("reusedTokens") + prompt("prefilledTokens"));
+
     QSignalSpy finished(&c, &ChatController::replyFinished);
     QVERIFY(c.regenerate());
     QVERIFY(finished.wait(kReplyTimeoutMs));
     QCOMPARE(c.messages()->count(), 4);
     QVERIFY(c.messages()->rows().back().id != oldReply);
     QCOMPARE(c.database()->messages(c.currentChatId()).size(), size_t{4});
+    // Regenerating rolls the cache back to the end of the question: the whole prompt but its last
+    // token is reused.
+    QCOMPARE(prompt("reusedTokens"), prompt("promptTokens") - 1);
+
+    // Editing the second question drops everything after it and asks again: the cache is rolled
+    // back to where the conversation changed (the first exchange stays).
+    const int firstExchange = c.messages()->rows()[2].position;
+    QVERIFY(c.editAndResend(firstExchange, QStringLiteral("An edited second question")));
+    QVERIFY(finished.wait(kReplyTimeoutMs));
+    QVERIFY(prompt("reusedTokens") > 0);
+    QVERIFY(prompt("prefilledTokens") < prompt("promptTokens"));
+    QCOMPARE(c.messages()->count(), 4);
 
     // Editing the first question drops everything after it and asks again.
     QVERIFY(c.editAndResend(0, QStringLiteral("An edited question")));
