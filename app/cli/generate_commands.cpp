@@ -23,13 +23,19 @@
 #include <limits>
 #include <optional>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "runtime_options.h"
 #include "terminal_progress.h"
 #include "zipmoe/chat_session.h"
 #include "zipmoe/chat_template.h"
+#include "zipmoe/cost_profile.h"
 #include "zipmoe/error.h"
 #include "zipmoe/generator.h"
 #include "zipmoe/model.h"
@@ -274,6 +280,117 @@ int runChat(const Args& arguments) {
     }
   }
   return 0;
+}
+
+namespace {
+
+const CommandSpec& benchChatSpec() {
+  static const CommandSpec spec{
+      "zipmoe bench chat MODEL [OPTIONS]",
+      "Time to first token of every turn of a conversation, answered twice: by one ChatSession that keeps its\n"
+      "KV cache between turns (reuse), and by a fresh session per turn that prefills the whole conversation\n"
+      "(the turns interleaved, so both meet the expert caches in the same state; one untimed warm-up turn first).\n"
+      "User messages are cut from --text; replies are greedy, so both answers of a turn must be the same text\n"
+      "(checked). Turns that no longer fit the context window leave the oldest messages out (the dropped column).",
+      concat(concat({{"--text", "FILE", "where the user messages come from (default resources/corpus/tinyshakespeare.txt)"},
+                     {"--turns", "N", "user turns (1-50, default 3)"},
+                     {"--words", "W", "words per user message (1-10000, default 150)"},
+                     {"--json", "FILE", "also write every turn's figures as JSON"}},
+                    samplingOptionSpecs()),
+             runtimeOptionSpecs()),
+      1, 1, kModelNote};
+  return spec;
+}
+
+// The next `words` whitespace-separated words of `text` from `pos`, joined by single spaces.
+std::string takeWords(const std::string& text, size_t& pos, int words) {
+  std::string out;
+  for (int w = 0; w < words && pos < text.size(); ++w) {
+    while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
+    const size_t start = pos;
+    while (pos < text.size() && !std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
+    if (pos > start) out += (out.empty() ? "" : " ") + text.substr(start, pos - start);
+  }
+  return out;
+}
+
+nlohmann::ordered_json turnJson(const TurnStats& t) {
+  return {{"prompt_tokens", t.promptTokens},     {"reused_tokens", t.reusedTokens},
+          {"prefilled_tokens", t.prefilledTokens}, {"dropped_messages", t.droppedMessages},
+          {"generated_tokens", t.generation.generatedTokens},
+          {"ttft_ms", t.generation.timeToFirstTokenMs}, {"tpot_ms", t.generation.timePerOutputTokenMs}};
+}
+
+}  // namespace
+
+int runBenchChat(const Args& arguments) {
+  const CommandLine line = CommandLine::parse(benchChatSpec(), arguments);
+  if (line.help()) return printUsage(benchChatSpec());
+  const std::filesystem::path textPath = line.text("--text", "resources/corpus/tinyshakespeare.txt");
+  const int turns = line.integer<int>("--turns", 1, 50, 3);
+  const int words = line.integer<int>("--words", 1, 10000, 150);
+  SamplingParams params = parseSampling(line);
+  if (!line.has("--temperature")) params.temperature = 0;
+  if (!line.has("--max-tokens")) params.maxTokens = 32;
+  if (params.temperature != 0) throw Error("bench chat compares greedy replies: --temperature must be 0");
+  EngineOptions options;
+  options.model = parseModelOptions(line);
+  const auto budget = parseRuntimeOptions(line, options);
+  const std::filesystem::path dir = line.positional(0);
+  if (!std::filesystem::is_regular_file(textPath)) throw Error(textPath.string() + ": no such text file (--text)");
+  if (!ChatTemplate::hasChatTemplate(dir / "tokenizer_config.json"))
+    throw Error(dir.string() + " has no chat template (tokenizer_config.json has no chat_template): bench chat needs one");
+  std::ifstream in(textPath, std::ios::binary);
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  Session s = open(dir, options, budget);
+
+  const auto discard = [](std::string_view) { return true; };
+  {  // Untimed warm-up: libtorch's first calls and the first expert reads are not what is measured.
+    ChatSession warmUp(*s.engine);
+    size_t warmPos = 0;
+    warmUp.send(takeWords(text, warmPos, words), params, discard);
+  }
+  ChatSession kept(*s.engine);
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  size_t pos = 0;
+  bool sameReplies = true;
+  std::printf("%-5s %8s %8s %10s %8s %12s %12s %8s\n", "turn", "prompt", "reused", "prefilled", "dropped", "TTFT reuse",
+              "TTFT fresh", "speedup");
+  for (int turn = 1; turn <= turns; ++turn) {
+    const std::string message = takeWords(text, pos, words);
+    if (message.empty()) throw Error(textPath.string() + ": the text ran out after " + std::to_string(turn - 1) + " turns");
+    // The fresh session first: it gets the same conversation the kept session is about to answer.
+    std::vector<ChatMessage> history = kept.messages();
+    history.push_back({"user", message});
+    ChatSession fresh(*s.engine);
+    fresh.setMessages(history);
+    const TurnStats f = fresh.reply(params, discard);
+    const TurnStats k = kept.send(message, params, discard);
+    if (k.generation.text != f.generation.text) sameReplies = false;
+    const double speedup = f.generation.timeToFirstTokenMs / std::max(1e-9, k.generation.timeToFirstTokenMs);
+    std::printf("%-5d %8d %8d %10d %8d %9.1f ms %9.1f ms %7.2fx\n", turn, k.promptTokens, k.reusedTokens,
+                k.prefilledTokens, k.droppedMessages, k.generation.timeToFirstTokenMs, f.generation.timeToFirstTokenMs, speedup);
+    rows.push_back({{"turn", turn}, {"reuse", turnJson(k)}, {"fresh", turnJson(f)}, {"ttft_speedup", speedup}});
+  }
+  std::printf("replies of the two sessions %s\n", sameReplies ? "identical" : "DIFFER");
+  if (s.engine->runtime()) std::printf("%s\n", describeRuntime(*s.engine->runtime()).c_str());
+  if (const auto out = line.text("--json")) {
+    nlohmann::ordered_json j;
+    j["model"] = dir.string();
+    j["host"] = hostIdentity();
+    j["budget"] = budget ? budget->text : "resident";
+    j["dtype"] = s.model->computeDtype() == ComputeDtype::BFloat16 ? "bf16" : "fp32";
+    j["words_per_message"] = words;
+    j["max_tokens"] = params.maxTokens;
+    j["identical_replies"] = sameReplies;
+    j["turns"] = rows;
+    std::ofstream f(*out);
+    f << j.dump(2) << "\n";
+    if (!f) throw Error(*out + ": cannot write");
+  }
+  return sameReplies ? 0 : 1;
 }
 
 }  // namespace zipmoe::cli

@@ -79,6 +79,7 @@ constexpr const char* kUsage =
     "  bench compare DIR_A DIR_B [OPTIONS]  a rerun beside an earlier run: change of every figure\n"
     "  bench tokenizer MODEL --text FILE  encode and decode speed of a model's tokenizer\n"
     "  bench planner [OPTIONS]            time to plan every layer's pool split at several budgets\n"
+    "  bench chat MODEL [OPTIONS]         time to first token per turn, with and without KV-cache reuse\n"
     "  profile STORE [OPTIONS]            measure this machine's I/O, decompression and compute costs\n"
     "  info                               build and CPU facts\n"
     "  generate MODEL --prompt TEXT [OPTIONS]  generate a reply (chat template applied unless --raw)\n"
@@ -99,7 +100,8 @@ constexpr const char* kBenchUsage =
     "  report DIR             the suites' results in DIR as Markdown tables\n"
     "  compare DIR_A DIR_B    a rerun beside an earlier run: the change of every figure\n"
     "  tokenizer MODEL        encode and decode speed of a model's tokenizer on a text\n"
-    "  planner                time to plan every layer's pool split at several budgets\n";
+    "  planner                time to plan every layer's pool split at several budgets\n"
+    "  chat MODEL             time to first token per turn, with and without KV-cache reuse\n";
 
 // `bench report` and `bench compare` read their own arguments; their command lines are checked (and
 // their --help answered) here first, so that they too refuse an unknown option before any work.
@@ -149,6 +151,7 @@ int dispatch(const std::string& command, Args args) {
     if (which == "runtime") return runBenchRuntime(args);
     if (which == "tokenizer") return runBenchTokenizer(args);
     if (which == "planner") return runBenchPlanner(args);
+    if (which == "chat") return runBenchChat(args);
     throw Error("unknown bench sub-command '" + which + "'\n" + kBenchUsage);
   }
   if (command == "help" || command == "--help" || command == "-h") {

@@ -241,6 +241,33 @@ class TestCli : public QObject {
     }
   }
 
+  // bench chat answers every turn twice — the kept session and a fresh one — and checks that the
+  // greedy replies are the same; the kept session prefills only the new turn from turn 2 on.
+  void benchChatComparesReuseWithAFreshPrefill() {
+    TempDir tmp;
+    const Run r = runCli({"bench", "chat", QStringLiteral(ZIPMOE_SOURCE_DIR "/resources/demo-model"), "--text",
+                          QStringLiteral(ZIPMOE_SOURCE_DIR "/resources/corpus/tinyshakespeare.txt"), "--turns", "3",
+                          "--words", "12", "--max-tokens", "4", "--json", path(tmp / "chat.json")});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+    QVERIFY2(r.out.contains("replies of the two sessions identical"), qPrintable(r.out));
+    QFile f(path(tmp / "chat.json"));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QJsonObject j = QJsonDocument::fromJson(f.readAll()).object();
+    QVERIFY(j["identical_replies"].toBool());
+    const QJsonArray turns = j["turns"].toArray();
+    QCOMPARE(turns.size(), 3);
+    for (int i = 0; i < 3; ++i) {
+      const QJsonObject reuse = turns[i].toObject()["reuse"].toObject(), fresh = turns[i].toObject()["fresh"].toObject();
+      QCOMPARE(reuse["prompt_tokens"].toInt(), fresh["prompt_tokens"].toInt());
+      QCOMPARE(fresh["reused_tokens"].toInt(), 0);
+      QCOMPARE(reuse["reused_tokens"].toInt() + reuse["prefilled_tokens"].toInt(), reuse["prompt_tokens"].toInt());
+      if (i > 0) {
+        QVERIFY(reuse["reused_tokens"].toInt() > 0);
+        QVERIFY(reuse["prefilled_tokens"].toInt() < fresh["prefilled_tokens"].toInt());
+      }
+    }
+  }
+
   void runtimeProfileTraceAndBench() {
     TempDir tmp;
     Run r = runCli({"make-model", "--family", "qwen2_moe", "--preset", "small", "--layers", "2", path(tmp / "hf")});
@@ -438,7 +465,8 @@ class TestCli : public QObject {
         {{"chat"}, {"usage: zipmoe chat MODEL", "--budget SIZE|PCT%", "--system TEXT"}},
         {{"train-demo"}, {"usage: zipmoe train-demo", "--corpus FILE", "--bf16-autocast"}},
         {{"profile"}, {"usage: zipmoe profile STORE", "--samples N"}},
-        {{"bench"}, {"codec STORE", "runtime", "suite NAME", "report DIR", "compare DIR_A DIR_B", "tokenizer MODEL", "planner"}},
+        {{"bench"}, {"codec STORE", "runtime", "suite NAME", "report DIR", "compare DIR_A DIR_B", "tokenizer MODEL", "planner", "chat MODEL"}},
+        {{"bench", "chat"}, {"usage: zipmoe bench chat MODEL", "--turns N", "--words W", "--budget SIZE|PCT%"}},
         {{"bench", "tokenizer"}, {"usage: zipmoe bench tokenizer MODEL|TOKENIZER_JSON --text FILE", "--repeat R", "--json FILE"}},
         {{"bench", "planner"}, {"usage: zipmoe bench planner", "--layers N", "--top-k K", "--json FILE"}},
         {{"bench", "codec"}, {"usage: zipmoe bench codec STORE", "--codecs LIST"}},
@@ -508,6 +536,8 @@ class TestCli : public QObject {
         {{"bench", "tokenizer", "model", "--text", "t.txt", "--repeat", "0"}, {"--repeat", "0 is out of range"}},
         {{"bench", "planner", "--top-k", "40", "--experts", "30"}, {"--top-k 40 is more than --experts 30"}},
         {{"bench", "planner", "--pools", "FX"}, {"--pools 'FX'"}},
+        {{"bench", "chat", "model", "--turns", "0"}, {"--turns", "0 is out of range"}},
+        {{"bench", "chat", "model", "--temperature", "0.7"}, {"--temperature must be 0"}},
         {{"bench", "planner", "--layers", "4294967297"}, {"--layers", "4294967297", "out of range"}},
         {{"convert", "a", "b", "--shards", "4294967300"}, {"--shards", "4294967300", "out of range"}},
         {{"convert", "a", "b", "--level", "2147483653"}, {"--level", "2147483653", "out of range"}},

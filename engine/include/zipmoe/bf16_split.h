@@ -1,7 +1,7 @@
 // BF16 bit-field split and merge — the lossless transform under the whole store.
 //
-// A BF16 word w is split into an exponent byte and a sign-mantissa byte (DESIGN.md, "The lossless
-// format"):
+// A BF16 word w is split into an exponent byte and a sign-mantissa byte (docs/ARCHITECTURE.md, "The
+// lossless split"):
 //     E  = (w >> 7) & 0xFF
 //     SM = ((w >> 15) << 7) | (w & 0x7F)
 // and merged back with  w = ((SM >> 7) << 15) | (E << 7) | (SM & 0x7F).  The pair is a bijection, so

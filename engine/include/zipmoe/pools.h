@@ -3,7 +3,7 @@
 // A routed expert is held in at most one pool: F keeps its BF16 tensors (Full), C its exponent
 // chunks and sign-mantissa chunk (Compressed), S only its sign-mantissa chunks, E only its exponent
 // chunks. They are ordered F ≺ C ≺ S ≺ E: dispatch gives the most frequently used experts to the
-// first enabled pool, the next ones to the second, and so on (DESIGN.md, paper §3.4). A PoolMask
+// first enabled pool, the next ones to the second, and so on (docs/ARCHITECTURE.md, paper §3.4). A PoolMask
 // enables a subset, bit p for pool p; the user spells a subset with the pools' letters ("FCSE",
 // "FS") on the command line, in the app and in saved plans. Thread-safety: constants and pure
 // functions. Cost: none.

@@ -1,5 +1,5 @@
 // ExpertCache — residency of expert parts in the four pools, activation counts, rank-based dispatch
-// and eviction (ZipMoE paper §3.4; DESIGN.md "Cache pools, dispatch and planning").
+// and eviction (ZipMoE paper §3.4; docs/ARCHITECTURE.md "Cache pools, dispatch and planning").
 //
 // Per MoE layer and pool p ∈ {F, C, S, E} there is a byte capacity (from the plan) and an expert
 // capacity S_p. An expert is resident in at most one pool; its entry holds, per tensor, what that

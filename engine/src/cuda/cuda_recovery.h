@@ -1,5 +1,5 @@
 // zipmoe::cuda — tensor recovery on the GPU: merges an exponent plane and a sign-mantissa plane into
-// BF16 words where the compute will read them (DESIGN.md, "Recovery").
+// BF16 words where the compute will read them (docs/ARCHITECTURE.md, "The path of one chunk").
 //
 // Word i is rebuilt as  w = ((SM >> 7) << 15) | (E << 7) | (SM & 0x7F)  — the same formula as
 // zipmoe::bf16::merge, bit for bit. The kernel is memory-coalesced: each thread loads 16 exponent and

@@ -52,21 +52,10 @@ uint64_t FileHandle::size() const {
 }
 
 void FileHandle::readExact(void* dst, size_t length, uint64_t offset) const {
-  auto* p = static_cast<uint8_t*>(dst);
-  size_t done = 0;
-  while (done < length) {
-    const ssize_t r = ::pread(fd_, p + done, length - done, static_cast<off_t>(offset + done));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      throw Error(systemErrorMessage("read of " + std::to_string(length) + " bytes at offset " +
-                                         std::to_string(offset) + " in " + path_.string() + " failed",
-                                     errno));
-    }
-    if (r == 0)
-      throw Error(path_.string() + " is truncated: wanted " + std::to_string(length) + " bytes at offset " +
-                  std::to_string(offset) + ", file ends at " + std::to_string(offset + done));
-    done += static_cast<size_t>(r);
-  }
+  const size_t done = readUpTo(dst, length, offset);
+  if (done < length)
+    throw Error(path_.string() + " is truncated: wanted " + std::to_string(length) + " bytes at offset " +
+                std::to_string(offset) + ", file ends at " + std::to_string(offset + done));
 }
 
 size_t FileHandle::readUpTo(void* dst, size_t length, uint64_t offset) const {

@@ -4,7 +4,7 @@
 // max{I, C/L, P, Z} (Lemma B.3), and a discrete-event simulation of work-conserving execution.
 //
 // Model. Resources: one I/O thread, L decompression workers, one recovery lane, one compute lane.
-// A task is one expert tensor; its DAG (DESIGN.md table) by state:
+// A task is one expert tensor; its DAG (docs/ARCHITECTURE.md, "The path of one chunk") by state:
 //   Miss: K × ReadE → K × Decompress; ReadSM; Recover after all of them          (type I)
 //   C:    K × Decompress; Recover                                                (type II)
 //   S:    K × ReadE → K × Decompress; Recover                                    (type II)

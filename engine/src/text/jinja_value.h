@@ -173,4 +173,15 @@ std::string encodeCodePoint(uint32_t cp);
 std::string pyStrip(std::string_view s, bool left, bool right, const std::optional<std::string>& chars);
 std::string pyFloatRepr(double d);
 
+// Bounds str()/repr()/tojson of containers: nesting (a namespace may contain itself) and size (a list
+// may hold the same list twice, doubling per level). One PrintLevel per container being printed.
+class PrintLevel {
+ public:
+  PrintLevel();
+  ~PrintLevel();
+  PrintLevel(const PrintLevel&) = delete;
+  PrintLevel& operator=(const PrintLevel&) = delete;
+};
+void checkPrinted(const std::string& out);  // throws when a printed value grows past kMaxValueBytes
+
 }  // namespace zipmoe::jinja

@@ -15,7 +15,7 @@ class TestBf16Split : public QObject {
 
  private Q_SLOTS:
   void formulasMatchTheDesign() {
-    // DESIGN.md: E = (w >> 7) & 0xFF; SM = ((w >> 15) << 7) | (w & 0x7F).
+    // docs/ARCHITECTURE.md: E = (w >> 7) & 0xFF; SM = ((w >> 15) << 7) | (w & 0x7F).
     QCOMPARE(bf16::exponentOf(0x3F80), uint8_t{0x7F});      // 1.0f
     QCOMPARE(bf16::signMantissaOf(0x3F80), uint8_t{0x00});
     QCOMPARE(bf16::exponentOf(0xBFC0), uint8_t{0x7F});      // -1.5f

@@ -224,7 +224,7 @@ class TestTokenizer : public QObject {
   }
 
   // The whole Tiny Shakespeare corpus (1.1 MB) through the real Qwen1.5 tokenizer and back, byte for
-  // byte. Its speed is a benchmark, not a test: `zipmoe bench tokenizer` (docs/MODEL_RUNTIME.md).
+  // byte. Its speed is a benchmark, not a test: `zipmoe bench tokenizer` (docs/MODEL.md).
   void encodesAndDecodesTheWholeCorpus() {
     if (zipmoe::testing::sharedDir().empty()) QSKIP("shared/ data not available");
     zipmoe::testing::TempDir dir;
