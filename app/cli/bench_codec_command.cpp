@@ -140,6 +140,8 @@ int runBenchCodec(const Args& arguments) {
     std::printf("%-10s %16.2f %16.2f\n", bf16::simdLevelName(level), 2.0 * static_cast<double>(n) / splitSecs / 1e9,
                 2.0 * static_cast<double>(n) / mergeSecs / 1e9);
   }
+  std::printf("recovery merges with %s (the fastest level measured at first use)\n",
+              bf16::simdLevelName(bf16::mergeSimdLevel()));
   std::printf("\n(GB/s counts BF16 bytes; best of %d runs; size/BF16 = (E-chunks + SM bytes) / (2 bytes x weights),\n"
               " without the 4 KiB chunk padding, which `zipmoe inspect` reports)\n",
               repeats);

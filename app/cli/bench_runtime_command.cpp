@@ -39,7 +39,7 @@ int runBenchRuntime(const Args& arguments) {
        {"--tokens", "N", "decode steps (2-100000, default 24)"},
        {"--warmup", "N", "decode steps left out of TPOT (below --tokens, default 4)"},
        {"--workers", "L", "decompression workers (0 = the runtime's default, up to 256)"},
-       {"--threads", "N", "libtorch threads (0 = default, up to 4096)"},
+       {"--threads", "N", "compute threads (0 = every CPU this process may use, up to 4096)"},
        {"--pools", "FCSE", "ZipMoE pools to use"},
        {"--buffered", "", "page-cache reads instead of O_DIRECT"},
        {"--no-warm-up", "", "skip the unmeasured warm-up pass"},

@@ -496,7 +496,7 @@ const CommandSpec& suiteSpec() {
        {"--prompt-tokens", "N", "prompt length (1-65536, default 16)"},
        {"--tokens", "N", "decode steps (2-1048576, default 24)"},
        {"--warmup", "N", "decode steps left out of TPOT (below --tokens, default 4)"},
-       {"--threads", "N", "libtorch threads (0 = default, up to 4096)"},
+       {"--threads", "N", "compute threads (0 = every CPU this process may use, up to 4096)"},
        {"--buffered", "", "page-cache reads instead of O_DIRECT"},
        {"--no-plot", "", "leave the figures as JSON specs"},
        {"--no-warm-up", "", "skip the warm-up (reading every file, one unmeasured pass)"},

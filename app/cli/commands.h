@@ -26,6 +26,7 @@ int runBenchCompare(const Args& args);  // bench compare DIR_A DIR_B: a rerun be
 int runBenchTokenizer(const Args& args);  // bench tokenizer MODEL --text FILE: encode/decode speed
 int runBenchPlanner(const Args& args);    // bench planner: time to plan every layer at several budgets
 int runBenchChat(const Args& args);       // bench chat MODEL: TTFT per turn with and without KV-cache reuse
+int runBenchKernels(const Args& args);    // bench kernels: read bandwidth and BF16 GEMV kernels
 
 // Small argument helpers, kept for commands that read their own arguments (bench report/compare;
 // main() checks their command lines against a CommandSpec first). New commands declare a

@@ -55,7 +55,8 @@ std::vector<OptionSpec> samplingOptionSpecs() {
       {"--seed", "S", "sampling seed (0 or more)"},
       {"--stop", "STR", "stop when the reply contains STR", true},
       {"--dtype", "auto|bf16|fp32", "compute type (auto: bf16 where the CPU has it)"},
-      {"--threads", "N", "libtorch threads (0 = libtorch's default, up to 4096)"},
+      {"--threads", "N", "compute threads (0 = every CPU this process may use, up to 4096)"},
+      {"--matmul", "KERNEL", "decoding's matrix products: auto (default), libtorch, scalar, avx2, avx512-bf16"},
   };
 }
 
@@ -115,6 +116,17 @@ ModelOptions parseModelOptions(const CommandLine& line) {
     else throw Error("option --dtype must be auto, bf16 or fp32, got '" + *v + "'");
   }
   o.threads = line.integer<int>("--threads", 0, 4096, 0);
+  if (const auto v = line.text("--matmul")) {
+    bool known = false;
+    for (const MatmulKernel k : {MatmulKernel::Auto, MatmulKernel::Libtorch, MatmulKernel::Scalar, MatmulKernel::Avx2,
+                                 MatmulKernel::Avx512Bf16})
+      if (*v == matmulKernelName(k)) {
+        o.matmul = k;
+        known = true;
+      }
+    if (!known) throw Error("option --matmul must be auto, libtorch, scalar, avx2 or avx512-bf16, got '" + *v + "'");
+    if (!matmulKernelSupported(o.matmul)) throw Error("option --matmul " + *v + ": this CPU does not have its instructions");
+  }
   return o;
 }
 
@@ -147,6 +159,8 @@ void printStats(const TurnStats& turn) {
   if (s.generatedTokens > 1 && s.timePerOutputTokenMs > 0)
     std::fprintf(stderr, "; time per output token %.1f ms (%.2f tokens/s)", s.timePerOutputTokenMs,
                  1000.0 / s.timePerOutputTokenMs);
+  if (s.weightBytesPerToken > 0)
+    std::fprintf(stderr, "; weights read per token %.1f MB", static_cast<double>(s.weightBytesPerToken) / 1e6);
   std::fprintf(stderr, "; stop: %s]\n", s.stopReason.c_str());
 }
 

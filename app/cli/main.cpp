@@ -80,6 +80,7 @@ constexpr const char* kUsage =
     "  bench tokenizer MODEL --text FILE  encode and decode speed of a model's tokenizer\n"
     "  bench planner [OPTIONS]            time to plan every layer's pool split at several budgets\n"
     "  bench chat MODEL [OPTIONS]         time to first token per turn, with and without KV-cache reuse\n"
+    "  bench kernels [OPTIONS]            memory read bandwidth and the BF16 GEMV kernels' speed\n"
     "  profile STORE [OPTIONS]            measure this machine's I/O, decompression and compute costs\n"
     "  info                               build and CPU facts\n"
     "  generate MODEL --prompt TEXT [OPTIONS]  generate a reply (chat template applied unless --raw)\n"
@@ -101,7 +102,8 @@ constexpr const char* kBenchUsage =
     "  compare DIR_A DIR_B    a rerun beside an earlier run: the change of every figure\n"
     "  tokenizer MODEL        encode and decode speed of a model's tokenizer on a text\n"
     "  planner                time to plan every layer's pool split at several budgets\n"
-    "  chat MODEL             time to first token per turn, with and without KV-cache reuse\n";
+    "  chat MODEL             time to first token per turn, with and without KV-cache reuse\n"
+    "  kernels                memory read bandwidth and the BF16 GEMV kernels' speed\n";
 
 // `bench report` and `bench compare` read their own arguments; their command lines are checked (and
 // their --help answered) here first, so that they too refuse an unknown option before any work.
@@ -152,6 +154,7 @@ int dispatch(const std::string& command, Args args) {
     if (which == "tokenizer") return runBenchTokenizer(args);
     if (which == "planner") return runBenchPlanner(args);
     if (which == "chat") return runBenchChat(args);
+    if (which == "kernels") return runBenchKernels(args);
     throw Error("unknown bench sub-command '" + which + "'\n" + kBenchUsage);
   }
   if (command == "help" || command == "--help" || command == "-h") {

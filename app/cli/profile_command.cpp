@@ -19,7 +19,7 @@ int runProfile(const Args& arguments) {
        {"--out", "FILE", "where to save the profile (default STORE/profile.json)"},
        {"--samples", "N", "expert tensors measured (1-100000, default 24)"},
        {"--dtype", "auto|bf16|fp32", "compute type of the FFN measurement"},
-       {"--threads", "N", "libtorch threads (0 = default, up to 4096)"}},
+       {"--threads", "N", "compute threads (0 = every CPU this process may use, up to 4096)"}},
       1, 1, ""};
   const CommandLine line = CommandLine::parse(spec, arguments);
   if (line.help()) return printUsage(spec);

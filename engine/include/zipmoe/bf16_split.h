@@ -7,8 +7,9 @@
 // and merged back with  w = ((SM >> 7) << 15) | (E << 7) | (SM & 0x7F).  The pair is a bijection, so
 // the round trip is bit-exact for every one of the 65536 words (NaN payloads and -0 included).
 //
-// The default entry points dispatch once, at first use, to the widest kernel the CPU supports
-// (AVX-512BW, AVX2, scalar). The level-specific entry points exist for tests and benchmarks; calling
+// The default split dispatches once, at first use, to the widest kernel the CPU supports
+// (AVX-512BW, AVX2, scalar); the default merge — tensor recovery, on every expert load — to the
+// fastest one measured at first use (on some CPUs the AVX-512 merge is slower than the AVX2 one). The level-specific entry points exist for tests and benchmarks; calling
 // one the CPU does not support is a programming error (checked: throws zipmoe::Error).
 // Thread-safety: all functions are re-entrant. Cost: memory-bandwidth bound.
 #pragma once
@@ -23,6 +24,9 @@ enum class SimdLevel { Scalar, Avx2, Avx512 };
 
 // The widest level this CPU supports (cached after the first call).
 SimdLevel detectedSimdLevel();
+// The level the default merge uses: each supported SIMD level timed once on a few MiB (best of a
+// few runs, about a millisecond in all), the fastest kept for the process.
+SimdLevel mergeSimdLevel();
 // Every level this CPU can run, scalar first.
 std::vector<SimdLevel> supportedSimdLevels();
 const char* simdLevelName(SimdLevel level);

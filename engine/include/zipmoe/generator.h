@@ -20,6 +20,7 @@ struct GenerationStats {
   int generatedTokens = 0;          // == tokens.size()
   double timeToFirstTokenMs = 0;    // from the call to the first token's text being available (prefill + sample)
   double timePerOutputTokenMs = 0;  // mean over the decode steps after the first token (0 with one token)
+  uint64_t weightBytesPerToken = 0; // weight bytes the last decode step read (MoeModel::lastForwardWeightBytes)
   // "eos", "stop_string", "max_tokens", "context_window" (the sequence filled max_position_embeddings),
   // "stopped" (the stop flag, or the callback returned false)
   std::string stopReason;

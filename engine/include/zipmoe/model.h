@@ -25,9 +25,19 @@ namespace zipmoe {
 
 enum class ComputeDtype { Auto, BFloat16, Float32 };
 
+// The matrix products of decoding (at most a few rows of activations, BF16): Auto uses the project's
+// BF16 GEMV at the widest SIMD level this CPU has, Libtorch always at::linear; the explicit levels
+// are for benchmarks and tests. Prefill and fp32 compute always use at::linear.
+enum class MatmulKernel { Auto, Libtorch, Scalar, Avx2, Avx512Bf16 };
+const char* matmulKernelName(MatmulKernel kernel);  // "auto", "libtorch", "scalar", "avx2", "avx512-bf16"
+bool matmulKernelSupported(MatmulKernel kernel);    // this CPU has its instructions
+
 struct ModelOptions {
   ComputeDtype dtype = ComputeDtype::Auto;
-  int threads = 0;                          // intra-op threads; 0 = libtorch's default
+  // Intra-op threads; 0 = every CPU this process may run on (its affinity mask). Not libtorch's own
+  // default, which counts cores as its cpuinfo sees them and picks 1 on some 2-vCPU machines.
+  int threads = 0;
+  MatmulKernel matmul = MatmulKernel::Auto;  // throws at load when the CPU lacks its instructions
   std::shared_ptr<ExpertProvider> experts;  // null = every expert resident, loaded from the model dir
   // null = each MoE layer's router chooses its experts. Set: the override chooses them (e.g. a
   // TraceRouting replaying a real model's activation trace, for realistic load on a generated model)
@@ -62,6 +72,10 @@ class MoeModel {
   // Throws zipmoe::Error for an empty step, an unknown sequence, a token id outside the vocabulary or
   // a sequence that would exceed the context window (max_position_embeddings).
   virtual std::vector<std::vector<float>> forward(const std::vector<Step>& steps, bool allPositions = false) = 0;
+  // The weight bytes the last forward's matrix products read (projections, routers, the experts it
+  // computed, the LM head): for a decode step, the bytes a token touches — divided by the machine's
+  // read bandwidth, the floor of its time (`zipmoe bench kernels`). 0 before the first forward.
+  virtual uint64_t lastForwardWeightBytes() const = 0;
 };
 
 }  // namespace zipmoe

@@ -1,14 +1,17 @@
 // Build and machine facts for `zipmoe info`: the libtorch the engine links, the BF16 kernel level
-// chosen for this CPU, and the codecs compiled in.
+// chosen for this CPU, the matrix-product kernels, and the codecs compiled in.
 #include "zipmoe/build_info.h"
 
+#include <ATen/Parallel.h>
 #include <torch/version.h>
 
 #include <sstream>
 #include <thread>
 
+#include "model/linear.h"
 #include "zipmoe/bf16_split.h"
 #include "zipmoe/exponent_codec.h"
+#include "zipmoe/model.h"
 
 namespace zipmoe {
 
@@ -18,7 +21,15 @@ std::string buildInfo() {
   o << "libtorch      " << TORCH_VERSION << "\n";
   o << "bf16 kernels  " << bf16::simdLevelName(bf16::detectedSimdLevel()) << " (supported:";
   for (auto l : bf16::supportedSimdLevels()) o << " " << bf16::simdLevelName(l);
-  o << ")\n";
+  o << "; merge measured fastest: " << bf16::simdLevelName(bf16::mergeSimdLevel()) << ")\n";
+  o << "matmul        decoding (<= 8 rows): ";
+  for (const MatmulKernel k : {MatmulKernel::Avx512Bf16, MatmulKernel::Avx2, MatmulKernel::Scalar})
+    if (matmulKernelSupported(k)) {
+      o << matmulKernelName(k) << " GEMV";
+      break;
+    }
+  o << "; prefill: libtorch; " << availableCpus() << " compute threads by default (libtorch's own default here: "
+    << at::get_num_threads() << ")\n";
   o << "codecs       ";
   for (const auto& s : benchmarkCodecSpecs()) o << " " << describe(s);
   o << "\n";

@@ -6,6 +6,9 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <chrono>
+
 #include "zipmoe/error.h"
 
 namespace zipmoe::bf16 {
@@ -113,6 +116,39 @@ SimdLevel detectedSimdLevel() {
   return level;
 }
 
+SimdLevel mergeSimdLevel() {
+  static const SimdLevel level = [] {
+    const std::vector<SimdLevel> levels = supportedSimdLevels();
+    if (levels.size() <= 2) return levels.back();  // scalar, or scalar and one SIMD level
+    // Recovery's working size: a few MiB, as one expert tensor's shard. The order of the timed runs
+    // alternates so that neither level always runs on a warmer cache.
+    constexpr size_t n = size_t{1} << 20;
+    std::vector<uint8_t> e(n), sm(n);
+    for (size_t i = 0; i < n; ++i) {
+      e[i] = static_cast<uint8_t>(0x70 + (i * 7) % 24);
+      sm[i] = static_cast<uint8_t>(i * 131);
+    }
+    std::vector<uint16_t> w(n);
+    SimdLevel best = levels.back();
+    double bestSeconds = 1e300;
+    std::vector<double> seconds(levels.size(), 1e300);
+    for (int round = 0; round < 6; ++round)
+      for (size_t k = 1; k < levels.size(); ++k) {
+        const size_t i = round % 2 == 0 ? k : levels.size() - k;
+        const auto t0 = std::chrono::steady_clock::now();
+        merge(levels[i], e.data(), sm.data(), n, w.data());
+        seconds[i] = std::min(seconds[i], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+    for (size_t i = 1; i < levels.size(); ++i)
+      if (seconds[i] < bestSeconds) {
+        bestSeconds = seconds[i];
+        best = levels[i];
+      }
+    return best;
+  }();
+  return level;
+}
+
 std::vector<SimdLevel> supportedSimdLevels() {
   std::vector<SimdLevel> levels;
   for (SimdLevel l : {SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512})
@@ -152,7 +188,7 @@ void split(const uint16_t* words, size_t n, uint8_t* exponents, uint8_t* signMan
 }
 
 void merge(const uint8_t* exponents, const uint8_t* signMantissa, size_t n, uint16_t* words) {
-  merge(detectedSimdLevel(), exponents, signMantissa, n, words);
+  merge(mergeSimdLevel(), exponents, signMantissa, n, words);
 }
 
 }  // namespace zipmoe::bf16

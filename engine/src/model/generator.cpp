@@ -177,6 +177,7 @@ GenerationStats continueSequence(MoeModel& model, MoeModel::SequenceId seq, std:
     }
     history.push_back(token);
     logits = std::move(model.forward({MoeModel::Step{seq, {token}}}).at(0));
+    stats.weightBytesPerToken = model.lastForwardWeightBytes();
     sequenceTokens.push_back(token);
   }
   stats.generatedTokens = static_cast<int>(stats.tokens.size());

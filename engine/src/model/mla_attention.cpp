@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "model/linear.h"
 #include "model/moe_model_ops.h"
 #include "model/weights.h"
 
@@ -61,7 +62,7 @@ class MlaAttention : public AttentionLayer {
       const at::Tensor latents = s.first->writeAndView(s.past, latent.narrow(0, s.offset, s.count));  // [T, rank]
       const at::Tensor rotKeys = s.second->writeAndView(s.past, kRot.narrow(0, s.offset, s.count));   // [T, rope]
       const int64_t total = latents.size(0);
-      const at::Tensor kv = at::linear(latents, kvB_).view({total, heads, nope + vDim});
+      const at::Tensor kv = project(latents, kvB_).view({total, heads, nope + vDim});
       const at::Tensor keys = at::cat({kv.narrow(-1, 0, nope), rotKeys.unsqueeze(1).expand({total, heads, ropeDim})}, -1);
       const at::Tensor values = kv.narrow(-1, nope, vDim);
       outs.push_back(causalAttention(q.narrow(0, s.offset, s.count).transpose(0, 1), keys.transpose(0, 1),

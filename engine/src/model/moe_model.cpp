@@ -18,6 +18,7 @@
 
 #include "model/attention.h"
 #include "model/kv_cache.h"
+#include "model/linear.h"
 #include "model/mla_attention.h"
 #include "model/moe_model_ffn.h"
 #include "model/moe_model_ops.h"
@@ -46,7 +47,10 @@ struct DecoderLayer {
 class MoeModelImpl : public MoeModel {
  public:
   MoeModelImpl(const std::filesystem::path& dir, const ModelOptions& options) {
-    if (options.threads > 0) at::set_num_threads(options.threads);
+    setComputeThreads(options.threads);
+    if (!matmulKernelSupported(options.matmul))
+      throw Error(std::string("matmul kernel ") + matmulKernelName(options.matmul) + " is not supported by this CPU");
+    matmul_ = options.matmul;
     const auto weights = WeightLoader::open(dir);
     config_ = parseModelConfig(weights->config(), weights->configName());
     const bool bf16 = options.dtype == ComputeDtype::BFloat16 ||
@@ -97,6 +101,7 @@ class MoeModelImpl : public MoeModel {
   }
 
   int64_t sequenceLength(SequenceId seq) const override { return find(seq, "sequenceLength").length; }
+  uint64_t lastForwardWeightBytes() const override { return lastForwardWeightBytes_; }
 
   void truncateSequence(SequenceId seq, int64_t length) override {
     const int64_t current = find(seq, "truncateSequence").length;
@@ -108,6 +113,8 @@ class MoeModelImpl : public MoeModel {
   }
 
   std::vector<std::vector<float>> forward(const std::vector<Step>& steps, bool allPositions) override {
+    const MatmulScope matmul(matmul_);
+    takeWeightBytesRead();
     if (steps.empty()) return {};
     validate(steps);
     std::vector<int64_t> ids, positions;
@@ -151,7 +158,7 @@ class MoeModelImpl : public MoeModel {
     }
     const at::Tensor rowTensor = at::from_blob(rows.data(), {static_cast<int64_t>(rows.size())}, at::kLong);
     const at::Tensor hidden = rmsNorm(h.index_select(0, rowTensor), finalNorm_, config_.rmsNormEps);
-    const at::Tensor logits = at::linear(hidden, lmHead_).to(at::kFloat).contiguous();
+    const at::Tensor logits = project(hidden, lmHead_).to(at::kFloat).contiguous();
 
     std::vector<std::vector<float>> out;
     const float* data = logits.data_ptr<float>();
@@ -163,6 +170,7 @@ class MoeModelImpl : public MoeModel {
       row += count;
     }
     for (size_t s = 0; s < steps.size(); ++s) caches[s]->length += static_cast<int64_t>(steps[s].tokens.size());
+    lastForwardWeightBytes_ = takeWeightBytesRead();
     return out;
   }
 
@@ -214,6 +222,8 @@ class MoeModelImpl : public MoeModel {
 
   ModelConfig config_;
   ComputeDtype computeDtype_ = ComputeDtype::Float32;
+  MatmulKernel matmul_ = MatmulKernel::Auto;
+  uint64_t lastForwardWeightBytes_ = 0;
   at::ScalarType dtype_ = at::kFloat;
   std::shared_ptr<ExpertProvider> experts_;
   std::shared_ptr<RoutingOverride> routing_;

@@ -4,6 +4,7 @@
 #include <span>
 #include <vector>
 
+#include "model/linear.h"
 #include "model/moe_model_ops.h"
 #include "model/weights.h"
 #include "zipmoe/error.h"
@@ -91,7 +92,7 @@ class MoeBlock : public FeedForward {
     for (int64_t j = 1; j < k; ++j) result = result + perToken.select(1, j);
     if (shared_) {
       at::Tensor s = (*shared_)(x);
-      if (sharedGate_) s = at::sigmoid(at::linear(x, *sharedGate_)) * s;
+      if (sharedGate_) s = at::sigmoid(project(x, *sharedGate_)) * s;
       result = result + s;
     }
     return result;

@@ -9,6 +9,8 @@
 
 #include <ATen/ATen.h>
 
+#include "model/linear.h"
+
 namespace zipmoe {
 
 inline at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
@@ -17,13 +19,9 @@ inline at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& weight, double 
   return weight * normed.to(x.scalar_type());
 }
 
-inline at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias = {}) {
-  return bias ? at::linear(x, weight, *bias) : at::linear(x, weight);
-}
-
 // SwiGLU MLP: down(silu(gate(x)) · up(x)).
 inline at::Tensor gatedMlp(const at::Tensor& x, const at::Tensor& gate, const at::Tensor& up, const at::Tensor& down) {
-  return at::linear(at::silu(at::linear(x, gate)) * at::linear(x, up), down);
+  return project(at::silu(project(x, gate)) * project(x, up), down);
 }
 
 }  // namespace zipmoe

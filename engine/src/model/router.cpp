@@ -1,6 +1,7 @@
 // Router (see router.h). Thread-safety: immutable. Cost: one [N, hidden] × [hidden, experts] product.
 #include "model/router.h"
 
+#include "model/linear.h"
 #include "model/weights.h"
 
 namespace zipmoe {
@@ -13,8 +14,8 @@ Router::Router(const ModelConfig& config, const WeightLoader& weights, const std
 }
 
 at::Tensor Router::scores(const at::Tensor& x) const {
-  if (c_.family != ModelFamily::DeepseekV2) return at::softmax(at::linear(x, gate_), -1, at::kFloat);
-  return at::softmax(at::linear(x.to(at::kFloat), gate_), -1, at::kFloat);
+  if (c_.family != ModelFamily::DeepseekV2) return at::softmax(project(x, gate_), -1, at::kFloat);
+  return at::softmax(project(x.to(at::kFloat), gate_), -1, at::kFloat);
 }
 
 at::Tensor Router::normalise(at::Tensor topWeights) const {

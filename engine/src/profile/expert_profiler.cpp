@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include "model/linear.h"
 #include "model/moe_model_ops.h"
 #include "zipmoe/engine.h"
 #include "zipmoe/error.h"
@@ -20,7 +21,7 @@ CostProfile profileStore(const Store& store, ReadMode mode, ComputeDtype dtype, 
   const auto& down = m.expert(0, 0, 2).shape;
   if (gate.size() != 2 || down.size() != 2) return p;
   const int64_t inter = gate[0], hidden = gate[1];
-  if (threads > 0) at::set_num_threads(threads);
+  setComputeThreads(threads);
   const at::ScalarType type = dtype == ComputeDtype::Float32 ? at::kFloat : at::kBFloat16;
   // Weights arrive as BF16 buffers (what the runtime hands out); fp32 models convert them per use,
   // so that conversion is part of the measured time, as in the forward pass.

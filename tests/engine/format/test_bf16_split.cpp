@@ -1,6 +1,7 @@
 // BF16 split/merge: every one of the 65536 words, every SIMD level this CPU has, every tail length.
 #include <QtTest>
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 
@@ -37,6 +38,22 @@ class TestBf16Split : public QObject {
       bf16::merge(level, e.data(), sm.data(), e.size(), back.data());
       QVERIFY2(back == words, bf16::simdLevelName(level));
     }
+  }
+
+  void theDefaultMergeUsesAMeasuredSupportedLevel() {
+    const auto levels = bf16::supportedSimdLevels();
+    const bf16::SimdLevel chosen = bf16::mergeSimdLevel();
+    QVERIFY(std::find(levels.begin(), levels.end(), chosen) != levels.end());
+    if (levels.size() > 1) QVERIFY(chosen != bf16::SimdLevel::Scalar);  // a SIMD level always beats the loop
+    QCOMPARE(bf16::mergeSimdLevel(), chosen);                              // measured once per process
+    std::vector<uint16_t> words(4099);
+    std::mt19937 rng(9);
+    for (auto& w : words) w = static_cast<uint16_t>(rng());
+    std::vector<uint8_t> e(words.size()), sm(words.size());
+    bf16::split(words.data(), words.size(), e.data(), sm.data());
+    std::vector<uint16_t> back(words.size());
+    bf16::merge(e.data(), sm.data(), e.size(), back.data());
+    QVERIFY(back == words);
   }
 
   void everyTailLengthAtEveryLevel() {

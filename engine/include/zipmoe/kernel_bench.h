@@ -1,0 +1,38 @@
+// Measurements behind `zipmoe bench kernels`: this machine's memory read bandwidth and the speed of
+// every BF16 matrix-vector kernel (libtorch's and the project's) on the shapes of a model.
+//
+// Decoding a token reads each weight once, so its floor is (bytes a token touches) ÷ (read
+// bandwidth); these figures say what that floor is here and how close each kernel comes to it.
+// Thread-safety: run one measurement at a time (they use every core). Cost: seconds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zipmoe {
+
+struct BandwidthFigure {
+  int threads = 0;
+  size_t bytes = 0;          // buffer read per pass
+  double gbPerSecond = 0;    // best pass, 1e9 bytes per second
+};
+// Streams a `bytes` buffer (allocated and touched first) with `threads` threads, each its own slice,
+// SIMD loads; the best of `repeats` passes.
+BandwidthFigure measureReadBandwidth(size_t bytes, int threads, int repeats);
+
+struct GemvFigure {
+  std::string kernel;            // "libtorch", "scalar", "avx2", "avx512-bf16"
+  double microseconds = 0;       // per product, median of the timed products
+  double gbPerSecond = 0;        // weight bytes ÷ time
+  double maxRelativeError = 0;   // against libtorch's result, relative to its mean magnitude
+};
+// y = x · Wᵀ for W [rows × cols] and x [batch × cols], BF16, on `threads` compute threads (0 = every
+// CPU this process may use, as the model's default). Enough
+// distinct copies of W are cycled through (at least `workingSetBytes`) that every product reads
+// its weights from memory, not from a cache, as decoding does.
+std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, size_t workingSetBytes, int repeats,
+                                    int threads = 0);
+
+}  // namespace zipmoe

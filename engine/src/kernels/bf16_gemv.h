@@ -1,0 +1,50 @@
+// BF16 matrix–vector products for batch-1 (and small-batch) decoding: y = x · Wᵀ with W row-major
+// [rows × cols] in BF16, x [batch × cols] in BF16, accumulation and y in fp32.
+//
+// Decoding one token reads every weight once and does two flops per weight: it is bound by memory
+// bandwidth, not arithmetic. The kernels therefore stream each weight row once for the whole batch:
+// four rows at a time, the batch's rows of x re-read from L1, never a packed copy of W.
+//   Avx512Bf16  vdpbf16ps: 32 products per instruction, accumulated in fp32 (each pair of products
+//               is summed, then added; inputs' denormals read as zero, as the instruction defines)
+//   Avx2        BF16 widened to fp32 by a shift, FMA, 8 lanes
+//   Scalar      the reference: fp32 multiply-add in column order
+// The levels differ only in the order (and, for vdpbf16ps, the pairing) of fp32 additions: their
+// results agree to fp32 rounding of the sum, which is what the tests check against a double sum.
+// Thread-safety: pure functions; callers split [rowBegin, rowEnd) between threads.
+// Cost: rows × cols × 2 bytes of W read once per call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace zipmoe::kernels {
+
+enum class GemvLevel : uint8_t { Scalar, Avx2, Avx512Bf16 };
+
+const char* gemvLevelName(GemvLevel level);  // "scalar", "avx2", "avx512-bf16"
+bool gemvLevelSupported(GemvLevel level);    // this CPU has the instructions
+std::vector<GemvLevel> supportedGemvLevels();
+GemvLevel bestGemvLevel();  // the widest supported level (the fastest: see `zipmoe bench kernels`)
+
+// For r in [rowBegin, rowEnd) and b in [0, batch): y[b · ldy + r] = Σ_c w[r · cols + c] · x[b · cols + c].
+// REQUIRES: the level is supported; rowEnd ≤ the rows of w; ldy ≥ rowEnd.
+void gemvBf16(GemvLevel level, const uint16_t* w, size_t cols, size_t rowBegin, size_t rowEnd, const uint16_t* x,
+              size_t batch, float* y, size_t ldy);
+
+// BF16 ↔ fp32 as the hardware does it: widening is exact; narrowing rounds to nearest even (NaN stays NaN).
+inline float bf16ToFloat(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
+}
+inline uint16_t floatToBf16(float f) {
+  uint32_t bits;
+  __builtin_memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);  // quiet NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+}  // namespace zipmoe::kernels

@@ -1,0 +1,133 @@
+// Bandwidth and GEMV measurements (see zipmoe/kernel_bench.h).
+#include "zipmoe/kernel_bench.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "kernels/bf16_gemv.h"
+#include "model/linear.h"
+#include "zipmoe/error.h"
+
+namespace zipmoe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Reads [p, p + n) with four independent 32-byte load chains; returns a value that depends on every
+// byte so the loads cannot be dropped.
+__attribute__((target("avx2"))) uint64_t readAvx2(const uint8_t* p, size_t n) {
+  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+  size_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    a = _mm256_xor_si256(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    b = _mm256_xor_si256(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32)));
+    c = _mm256_xor_si256(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)));
+    d = _mm256_xor_si256(d, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96)));
+  }
+  const __m256i x = _mm256_xor_si256(_mm256_xor_si256(a, b), _mm256_xor_si256(c, d));
+  uint64_t out = static_cast<uint64_t>(_mm256_extract_epi64(x, 0)) ^ static_cast<uint64_t>(_mm256_extract_epi64(x, 3));
+  for (; i < n; ++i) out ^= p[i];
+  return out;
+}
+
+uint64_t readScalar(const uint8_t* p, size_t n) {
+  uint64_t out = 0;
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t v = 0;
+    std::memcpy(&v, p + i, std::min<size_t>(8, n - i));
+    out ^= v;
+  }
+  return out;
+}
+
+volatile uint64_t benchmarkSink = 0;  // what the bandwidth reads computed: keeps them observable
+
+struct FreeDeleter {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+
+}  // namespace
+
+BandwidthFigure measureReadBandwidth(size_t bytes, int threads, int repeats) {
+  if (threads < 1 || repeats < 1 || bytes < 4096) throw Error("measureReadBandwidth: bad arguments");
+  const size_t slice = (bytes / static_cast<size_t>(threads)) / 4096 * 4096;
+  const size_t total = slice * static_cast<size_t>(threads);
+  std::unique_ptr<uint8_t, FreeDeleter> buffer(static_cast<uint8_t*>(std::aligned_alloc(4096, total)));
+  if (!buffer) throw Error("cannot allocate " + std::to_string(total) + " bytes for the bandwidth benchmark");
+  for (size_t i = 0; i < total; ++i) buffer.get()[i] = static_cast<uint8_t>(i * 131u);
+  const bool avx2 = __builtin_cpu_supports("avx2");
+  BandwidthFigure best{threads, total, 0};
+  std::atomic<uint64_t> sink{0};
+  for (int r = 0; r < repeats; ++r) {
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        const uint8_t* p = buffer.get() + static_cast<size_t>(t) * slice;
+        ready.fetch_add(1);
+        while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+        sink.fetch_xor(avx2 ? readAvx2(p, slice) : readScalar(p, slice));
+      });
+    while (ready.load() < threads) std::this_thread::yield();
+    const auto t0 = Clock::now();
+    go.store(true, std::memory_order_release);
+    for (auto& th : pool) th.join();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best.gbPerSecond = std::max(best.gbPerSecond, static_cast<double>(total) / s / 1e9);
+  }
+  benchmarkSink = sink.load();
+  return best;
+}
+
+std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, size_t workingSetBytes, int repeats,
+                                    int threads) {
+  if (rows < 1 || cols < 1 || batch < 1 || repeats < 1) throw Error("measureGemv: bad arguments");
+  setComputeThreads(threads);
+  const size_t matrixBytes = static_cast<size_t>(rows * cols) * 2;
+  const size_t copies = std::max<size_t>(2, (workingSetBytes + matrixBytes - 1) / matrixBytes);
+  at::manual_seed(7);
+  std::vector<at::Tensor> weights;
+  for (size_t i = 0; i < copies; ++i) weights.push_back((at::randn({rows, cols}) * 0.05).to(at::kBFloat16));
+  const at::Tensor x = at::randn({batch, cols}).to(at::kBFloat16);
+  const at::Tensor reference = at::linear(x, weights[0]).to(at::kFloat);
+  const double scale = reference.abs().mean().item<double>() + 1e-12;
+
+  std::vector<std::pair<std::string, MatmulKernel>> kernels = {{"libtorch", MatmulKernel::Libtorch}};
+  for (const MatmulKernel k : {MatmulKernel::Scalar, MatmulKernel::Avx2, MatmulKernel::Avx512Bf16})
+    if (matmulKernelSupported(k)) kernels.emplace_back(matmulKernelName(k), k);
+  std::vector<GemvFigure> out;
+  for (const auto& [name, kernel] : kernels) {
+    const MatmulScope scope(kernel);
+    GemvFigure f;
+    f.kernel = name;
+    f.maxRelativeError = (project(x, weights[0]).to(at::kFloat) - reference).abs().max().item<double>() / scale;
+    // Scalar is slow: fewer products, still every copy at least once.
+    const size_t products = std::max(copies, static_cast<size_t>(repeats) * (kernel == MatmulKernel::Scalar ? 1 : 4));
+    for (size_t i = 0; i < copies; ++i) (void)project(x, weights[i]);  // warm-up: page in, wake the pool
+    std::vector<double> times;
+    for (size_t i = 0; i < products; ++i) {
+      const auto t0 = Clock::now();
+      const at::Tensor y = project(x, weights[i % copies]);
+      times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
+    const double median = times[times.size() / 2];
+    f.microseconds = median * 1e6;
+    f.gbPerSecond = static_cast<double>(matrixBytes) / median / 1e9;
+    out.push_back(f);
+  }
+  return out;
+}
+
+}  // namespace zipmoe

@@ -1,0 +1,133 @@
+// BF16 GEMV: every SIMD level this CPU has against a double-precision sum, over shapes that exercise
+// every tail (rows not a multiple of four, columns not a multiple of 8 or 32), batches of 1 to 9, row
+// ranges that start and end anywhere; and the BF16 rounding helpers on every one of the 65536 words.
+#include <QtTest>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/bf16_gemv.h"
+#include "zipmoe/error.h"
+
+using namespace zipmoe::kernels;
+
+namespace {
+
+std::vector<uint16_t> randomBf16(size_t n, std::mt19937& rng, float scale) {
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<uint16_t> v(n);
+  for (auto& h : v) h = floatToBf16(d(rng));
+  return v;
+}
+
+}  // namespace
+
+class TestBf16Gemv : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void everyLevelMatchesADoubleSum() {
+    std::mt19937 rng(11);
+    const size_t colsList[] = {1, 7, 8, 9, 31, 32, 33, 63, 64, 100, 257, 1408, 2053};
+    for (const GemvLevel level : supportedGemvLevels()) {
+      for (const size_t cols : colsList) {
+        for (const size_t rows : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{13}}) {
+          const size_t batch = 1 + (cols + rows) % 9;
+          const auto w = randomBf16(rows * cols, rng, 0.05f);
+          const auto x = randomBf16(batch * cols, rng, 1.0f);
+          const size_t ldy = rows + 3;
+          std::vector<float> y(batch * ldy, -777.0f);
+          gemvBf16(level, w.data(), cols, 0, rows, x.data(), batch, y.data(), ldy);
+          for (size_t b = 0; b < batch; ++b) {
+            for (size_t r = 0; r < rows; ++r) {
+              double exact = 0, magnitude = 0;
+              for (size_t c = 0; c < cols; ++c) {
+                const double p = double(bf16ToFloat(w[r * cols + c])) * double(bf16ToFloat(x[b * cols + c]));
+                exact += p;
+                magnitude += std::fabs(p);
+              }
+              // fp32 accumulation in any order: within a few units of fp32 rounding of Σ|w·x|.
+              const double tolerance = 1e-6 * magnitude * std::log2(double(cols) + 2) + 1e-30;
+              const double got = y[b * ldy + r];
+              QVERIFY2(std::fabs(got - exact) <= tolerance,
+                       qPrintable(QString("%1 rows %2 cols %3 batch %4: y[%5][%6] = %7, exact %8")
+                                      .arg(gemvLevelName(level)).arg(rows).arg(cols).arg(batch).arg(b).arg(r)
+                                      .arg(got, 0, 'g', 9).arg(exact, 0, 'g', 9)));
+            }
+            for (size_t r = rows; r < ldy; ++r) QCOMPARE(y[b * ldy + r], -777.0f);  // nothing past rowEnd
+          }
+        }
+      }
+    }
+  }
+
+  void rowRangesWriteOnlyTheirRows() {
+    std::mt19937 rng(5);
+    const size_t rows = 23, cols = 70, batch = 2;
+    const auto w = randomBf16(rows * cols, rng, 0.1f);
+    const auto x = randomBf16(batch * cols, rng, 1.0f);
+    std::vector<float> whole(batch * rows);
+    gemvBf16(GemvLevel::Scalar, w.data(), cols, 0, rows, x.data(), batch, whole.data(), rows);
+    for (const GemvLevel level : supportedGemvLevels()) {
+      for (size_t begin = 0; begin < rows; begin += 3) {
+        for (size_t end = begin + 1; end <= rows; end += 5) {
+          std::vector<float> y(batch * rows, 12345.0f);
+          gemvBf16(level, w.data(), cols, begin, end, x.data(), batch, y.data(), rows);
+          for (size_t b = 0; b < batch; ++b)
+            for (size_t r = 0; r < rows; ++r) {
+              const float got = y[b * rows + r];
+              if (r < begin || r >= end) QCOMPARE(got, 12345.0f);
+              else QVERIFY(std::fabs(got - whole[b * rows + r]) <= 1e-4f * (1 + std::fabs(whole[b * rows + r])));
+            }
+        }
+      }
+    }
+  }
+
+  void theScalarLevelIsTheColumnOrderFp32Loop() {
+    std::mt19937 rng(3);
+    const size_t rows = 6, cols = 99;
+    const auto w = randomBf16(rows * cols, rng, 0.2f);
+    const auto x = randomBf16(cols, rng, 1.0f);
+    std::vector<float> y(rows);
+    gemvBf16(GemvLevel::Scalar, w.data(), cols, 0, rows, x.data(), 1, y.data(), rows);
+    for (size_t r = 0; r < rows; ++r) {
+      float acc = 0;
+      for (size_t c = 0; c < cols; ++c) acc += bf16ToFloat(w[r * cols + c]) * bf16ToFloat(x[c]);
+      QCOMPARE(y[r], acc);
+    }
+  }
+
+  void anUnsupportedLevelIsRefused() {
+    for (const GemvLevel level : {GemvLevel::Avx2, GemvLevel::Avx512Bf16}) {
+      if (gemvLevelSupported(level)) continue;
+      std::vector<uint16_t> w(4), x(4);
+      std::vector<float> y(1);
+      QVERIFY_THROWS_EXCEPTION(zipmoe::Error, gemvBf16(level, w.data(), 4, 0, 1, x.data(), 1, y.data(), 1));
+    }
+    QCOMPARE(supportedGemvLevels().front(), GemvLevel::Scalar);
+    QCOMPARE(bestGemvLevel(), supportedGemvLevels().back());
+  }
+
+  void bf16RoundingIsToNearestEven() {
+    for (uint32_t h = 0; h < 65536; ++h) {  // widening then narrowing is the identity (NaNs stay NaN)
+      const auto word = static_cast<uint16_t>(h);
+      const float f = bf16ToFloat(word);
+      if (std::isnan(f)) QVERIFY(std::isnan(bf16ToFloat(floatToBf16(f))));
+      else QCOMPARE(floatToBf16(f), word);
+    }
+    const auto fromBits = [](uint32_t bits) {
+      float f;
+      std::memcpy(&f, &bits, sizeof f);
+      return f;
+    };
+    QCOMPARE(floatToBf16(fromBits(0x3F808000u)), uint16_t{0x3F80});  // halfway, even below: down
+    QCOMPARE(floatToBf16(fromBits(0x3F818000u)), uint16_t{0x3F82});  // halfway, odd below: up
+    QCOMPARE(floatToBf16(fromBits(0x3F808001u)), uint16_t{0x3F81});  // above halfway: up
+    QCOMPARE(floatToBf16(fromBits(0x7F7FFFFFu)), uint16_t{0x7F80});  // FLT_MAX rounds to infinity
+  }
+};
+
+QTEST_APPLESS_MAIN(TestBf16Gemv)
+#include "test_bf16_gemv.moc"
