@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -19,18 +18,6 @@
 #include "zipmoe/tokenizer.h"
 
 namespace zipmoe::cli {
-namespace {
-
-std::string readFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path.string() + ": cannot open the text to encode");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
-
 int runBenchTokenizer(const Args& arguments) {
   static const CommandSpec command{
       "zipmoe bench tokenizer MODEL|TOKENIZER_JSON --text FILE [OPTIONS]",
@@ -52,7 +39,7 @@ int runBenchTokenizer(const Args& arguments) {
   if (!std::filesystem::is_regular_file(textPath)) throw Error(textPath.string() + ": no such text file (--text)");
 
   const auto tok = Tokenizer::fromFile(tokenizerPath);
-  const std::string text = readFile(textPath);
+  const std::string text = readInputFile(textPath);
   using Clock = std::chrono::steady_clock;
   double encodeBest = 1e300, decodeBest = 1e300;
   size_t tokens = 0;

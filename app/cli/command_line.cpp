@@ -5,6 +5,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "zipmoe/error.h"
@@ -163,6 +165,15 @@ std::vector<std::string> CommandLine::texts(const std::string& option) const {
 double CommandLine::number(const std::string& option, double min, double max, double fallback) const {
   const auto v = text(option);
   return v ? parseNumberIn(option, *v, min, max) : fallback;
+}
+
+std::string readInputFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path.string() + ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error(path.string() + ": cannot read");
+  return text.str();
 }
 
 }  // namespace zipmoe::cli

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <optional>
@@ -84,5 +85,9 @@ class CommandLine {
   Args positionals_;
   std::map<std::string, std::vector<std::string>> values_;  // flags hold one empty value
 };
+
+// The whole of a file a command reads as input (a corpus, a text to encode); throws zipmoe::Error
+// naming the file when it cannot be read.
+std::string readInputFile(const std::filesystem::path& path);
 
 }  // namespace zipmoe::cli

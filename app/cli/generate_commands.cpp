@@ -26,7 +26,6 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -354,10 +353,7 @@ int runBenchChat(const Args& arguments) {
   if (!std::filesystem::is_regular_file(textPath)) throw Error(textPath.string() + ": no such text file (--text)");
   if (!ChatTemplate::hasChatTemplate(dir / "tokenizer_config.json"))
     throw Error(dir.string() + " has no chat template (tokenizer_config.json has no chat_template): bench chat needs one");
-  std::ifstream in(textPath, std::ios::binary);
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = readInputFile(textPath);
   Session s = open(dir, options, budget);
 
   const auto discard = [](std::string_view) { return true; };

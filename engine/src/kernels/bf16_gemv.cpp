@@ -157,12 +157,14 @@ const char* gemvLevelName(GemvLevel level) {
 }
 
 bool gemvLevelSupported(GemvLevel level) {
+  // CPUID once per process: gemvBf16 checks the level on every call, on decoding's hot path.
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const bool avx512Bf16 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                 __builtin_cpu_supports("avx512bf16");
   switch (level) {
     case GemvLevel::Scalar: return true;
-    case GemvLevel::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case GemvLevel::Avx512Bf16:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512bf16");
+    case GemvLevel::Avx2: return avx2;
+    case GemvLevel::Avx512Bf16: return avx512Bf16;
   }
   return false;
 }
