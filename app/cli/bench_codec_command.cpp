@@ -1,13 +1,16 @@
 // `zipmoe bench codec STORE`: every exponent codec on the same sample of a store's expert tensors,
 // cut into the store's K shards: size as % of BF16 (E + SM), exponent bits per weight next to the
 // sample's measured entropy, single-thread encode and decode speed, and BF16 split/merge speed per
-// SIMD level. Every decode is checked bit-exact against the original exponents.
+// SIMD level. The Huffman codecs are decoded once per decoder level this CPU supports (rows
+// "huffman8@scalar", "huffman8@bmi2"; the level without a suffix in `--codecs` is the default, the
+// widest). Every decode is checked bit-exact against the original exponents.
 #include <sched.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "command_line.h"
@@ -106,29 +109,36 @@ int runBenchCodec(const Args& arguments) {
               args[0].c_str(), familyName(m.family), want, totalTensors, static_cast<double>(n) / 1e6, m.shards);
   std::printf("measured exponent entropy %.3f bits -> bound %.2f%% of BF16 for this split\n\n", entropy,
               100.0 * (8.0 + entropy) / 16.0);
-  std::printf("%-10s %10s %10s %9s %12s %14s\n", "codec", "size/BF16", "E bits/w", "entropy", "encode MB/s",
+  std::printf("%-16s %10s %10s %9s %12s %14s\n", "codec", "size/BF16", "E bits/w", "entropy", "encode MB/s",
               "decode G exp/s");
   for (const auto& spec : specs) {
-    const auto codec = makeCodec(spec);
+    const bool huffman = spec.id == CodecId::Huffman || spec.id == CodecId::Huffman8;
+    const auto levels = huffman ? supportedHuffmanDecodeLevels() : std::vector<HuffmanDecodeLevel>{bestHuffmanDecodeLevel()};
+    const auto encoder = makeCodec(spec);
     std::vector<std::vector<uint8_t>> packed(shards.size());
     uint64_t compressed = 0;
     const auto t0 = Clock::now();
     for (size_t s = 0; s < shards.size(); ++s) {
-      packed[s].resize(codec->maxCompressedSize(shards[s].size));
-      packed[s].resize(codec->compress(exps.data() + shards[s].begin, shards[s].size, packed[s].data(), packed[s].size()));
+      packed[s].resize(encoder->maxCompressedSize(shards[s].size));
+      packed[s].resize(encoder->compress(exps.data() + shards[s].begin, shards[s].size, packed[s].data(), packed[s].size()));
       compressed += packed[s].size();
     }
     const double encodeSecs = std::chrono::duration<double>(Clock::now() - t0).count();
-    const double decodeSecs = bestSeconds(repeats, [&] {
-      for (size_t s = 0; s < shards.size(); ++s)
-        codec->decompress(packed[s].data(), packed[s].size(), decoded.data() + shards[s].begin, shards[s].size);
-    });
-    if (std::memcmp(decoded.data(), exps.data(), n) != 0)
-      throw Error("bench: codec " + describe(spec) + " did not round-trip the sample bit-exactly");
-    std::printf("%-10s %9.2f%% %10.3f %9.3f %12.0f %14.2f\n", describe(spec).c_str(),
-                100.0 * static_cast<double>(compressed + n) / (2.0 * static_cast<double>(n)),
-                8.0 * static_cast<double>(compressed) / static_cast<double>(n), entropy,
-                static_cast<double>(n) / encodeSecs / 1e6, static_cast<double>(n) / decodeSecs / 1e9);
+    for (const auto level : levels) {
+      const auto codec = makeCodec(spec, level);
+      std::fill(decoded.begin(), decoded.end(), uint8_t{0});
+      const double decodeSecs = bestSeconds(repeats, [&] {
+        for (size_t s = 0; s < shards.size(); ++s)
+          codec->decompress(packed[s].data(), packed[s].size(), decoded.data() + shards[s].begin, shards[s].size);
+      });
+      const std::string name = describe(spec) + (huffman ? std::string("@") + huffmanDecodeLevelName(level) : "");
+      if (std::memcmp(decoded.data(), exps.data(), n) != 0)
+        throw Error("bench: codec " + name + " did not round-trip the sample bit-exactly");
+      std::printf("%-16s %9.2f%% %10.3f %9.3f %12.0f %14.2f\n", name.c_str(),
+                  100.0 * static_cast<double>(compressed + n) / (2.0 * static_cast<double>(n)),
+                  8.0 * static_cast<double>(compressed) / static_cast<double>(n), entropy,
+                  static_cast<double>(n) / encodeSecs / 1e6, static_cast<double>(n) / decodeSecs / 1e9);
+    }
   }
 
   std::printf("\n%-10s %16s %16s\n", "bf16 level", "split GB/s", "merge GB/s");

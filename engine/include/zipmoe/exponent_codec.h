@@ -1,9 +1,10 @@
 // ExponentCodec — lossless coders for exponent planes (one E-chunk at a time).
 //
 // Each E-chunk is compressed on its own, so that L workers can decompress the shards of one tensor
-// in parallel. Implementations: our order-0 canonical Huffman coder (the default; code lengths capped
-// at 12 bits, a 4096-entry multi-symbol decode table, 4 interleaved bit streams per chunk), lz4 (fast
-// and HC) and zstd (any level).
+// in parallel. Implementations: our order-0 canonical Huffman coders (code lengths capped at 12 bits,
+// a 4096-entry multi-symbol decode table, bit streams decoded in lock-step): `huffman8` (8 streams
+// per chunk, the default) and `huffman` (4 streams, the first stores' format); lz4 (fast and HC) and
+// zstd (any level).
 //
 // Thread-safety: a codec object is immutable after construction; compress() and decompress() may be
 // called concurrently from any number of threads. decompress() validates its input completely and
@@ -21,15 +22,15 @@
 namespace zipmoe {
 
 // Stored in the manifest: never renumber.
-enum class CodecId : uint8_t { Raw = 0, Huffman = 1, Lz4 = 2, Lz4Hc = 3, Zstd = 4 };
+enum class CodecId : uint8_t { Raw = 0, Huffman = 1, Lz4 = 2, Lz4Hc = 3, Zstd = 4, Huffman8 = 5 };
 
 struct CodecSpec {
-  CodecId id = CodecId::Huffman;
+  CodecId id = CodecId::Huffman8;
   int level = 0;  // codec-specific; 0 = the codec's default
   bool operator==(const CodecSpec&) const = default;
 };
 
-// "huffman", "raw", "lz4", "lz4hc", "zstd"; with an optional ":LEVEL" suffix ("zstd:19").
+// "huffman8", "huffman", "raw", "lz4", "lz4hc", "zstd"; with an optional ":LEVEL" suffix ("zstd:19").
 // Throws zipmoe::Error naming the text and the accepted names.
 CodecSpec parseCodecSpec(std::string_view text);
 std::string codecName(CodecId id);
@@ -54,8 +55,19 @@ class ExponentCodec {
   virtual void decompress(const uint8_t* src, size_t srcSize, uint8_t* dst, size_t n) const = 0;
 };
 
-// Throws zipmoe::Error for an invalid level.
+// Throws zipmoe::Error for an invalid level. Huffman codecs decode at bestHuffmanDecodeLevel().
 std::unique_ptr<ExponentCodec> makeCodec(const CodecSpec& spec);
+
+// Instruction-set levels of the Huffman decoders' fast loop (identical output and errors at every
+// level): Scalar = baseline x86-64, Bmi2 = the same loop with BMI2/LZCNT (shrx, lzcnt).
+enum class HuffmanDecodeLevel : uint8_t { Scalar, Bmi2 };
+const char* huffmanDecodeLevelName(HuffmanDecodeLevel level);  // "scalar", "bmi2"
+bool huffmanDecodeLevelSupported(HuffmanDecodeLevel level);
+std::vector<HuffmanDecodeLevel> supportedHuffmanDecodeLevels();  // scalar first
+HuffmanDecodeLevel bestHuffmanDecodeLevel();                     // the widest supported
+// makeCodec with the Huffman decoders forced to `level` (other codecs ignore it); throws Error if the
+// CPU does not support it.
+std::unique_ptr<ExponentCodec> makeCodec(const CodecSpec& spec, HuffmanDecodeLevel level);
 
 // Every codec and level `zipmoe bench codec` compares, default first.
 std::vector<CodecSpec> benchmarkCodecSpecs();

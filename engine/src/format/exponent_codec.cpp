@@ -33,7 +33,7 @@ struct CodecNameEntry {
   int defaultLevel;
 };
 constexpr CodecNameEntry kCodecNames[] = {
-    {CodecId::Huffman, "huffman", 0}, {CodecId::Lz4, "lz4", 1}, {CodecId::Lz4Hc, "lz4hc", 9},
+    {CodecId::Huffman8, "huffman8", 0}, {CodecId::Huffman, "huffman", 0}, {CodecId::Lz4, "lz4", 1}, {CodecId::Lz4Hc, "lz4hc", 9},
     {CodecId::Zstd, "zstd", 3},       {CodecId::Raw, "raw", 0},
 };
 
@@ -64,7 +64,8 @@ std::string codecName(CodecId id) {
 
 std::string describe(const CodecSpec& spec) {
   const int level = effectiveLevel(spec);
-  if (spec.id == CodecId::Huffman || spec.id == CodecId::Raw) return codecName(spec.id);
+  if (spec.id == CodecId::Huffman || spec.id == CodecId::Huffman8 || spec.id == CodecId::Raw)
+    return codecName(spec.id);
   return codecName(spec.id) + ":" + std::to_string(level);
 }
 
@@ -88,7 +89,9 @@ CodecSpec parseCodecSpec(std::string_view text) {
   throw Error("unknown codec '" + std::string(text) + "' (accepted: " + acceptedNames() + ")");
 }
 
-std::unique_ptr<ExponentCodec> makeCodec(const CodecSpec& spec) {
+std::unique_ptr<ExponentCodec> makeCodec(const CodecSpec& spec) { return makeCodec(spec, bestHuffmanDecodeLevel()); }
+
+std::unique_ptr<ExponentCodec> makeCodec(const CodecSpec& spec, HuffmanDecodeLevel decodeLevel) {
   const int level = effectiveLevel(spec);
   auto badLevel = [&](const char* range) {
     return Error("codec " + codecName(spec.id) + ": level " + std::to_string(level) + " is out of range (" + range +
@@ -98,7 +101,10 @@ std::unique_ptr<ExponentCodec> makeCodec(const CodecSpec& spec) {
     case CodecId::Raw: return detail::makeRawCodec();
     case CodecId::Huffman:
       if (spec.level != 0) throw badLevel("huffman takes no level");
-      return detail::makeHuffmanCodec();
+      return detail::makeHuffmanCodec(4, decodeLevel);
+    case CodecId::Huffman8:
+      if (spec.level != 0) throw badLevel("huffman8 takes no level");
+      return detail::makeHuffmanCodec(8, decodeLevel);
     case CodecId::Lz4:
       if (level < 1 || level > 65537) throw badLevel("acceleration 1..65537");
       return detail::makeLz4Codec(level);
@@ -113,7 +119,7 @@ std::unique_ptr<ExponentCodec> makeCodec(const CodecSpec& spec) {
 }
 
 std::vector<CodecSpec> benchmarkCodecSpecs() {
-  return {{CodecId::Huffman, 0}, {CodecId::Zstd, 1}, {CodecId::Zstd, 3},   {CodecId::Zstd, 19},
+  return {{CodecId::Huffman8, 0}, {CodecId::Huffman, 0}, {CodecId::Zstd, 1}, {CodecId::Zstd, 3},   {CodecId::Zstd, 19},
           {CodecId::Lz4, 1},     {CodecId::Lz4Hc, 9}, {CodecId::Lz4Hc, 12}};
 }
 

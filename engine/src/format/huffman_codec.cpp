@@ -1,6 +1,8 @@
-// The order-0 canonical Huffman exponent coder: the store's default codec.
+// The order-0 canonical Huffman exponent coders: `huffman` (4 interleaved streams, format of the first
+// stores) and `huffman8` (8 streams, the store's default). Both share this file; only the stream count
+// S differs.
 //
-// Chunk format (all integers little-endian; varint = LEB128, at most 10 bytes):
+// Chunk format (S = 4 for huffman, 8 for huffman8) (all integers little-endian; varint = LEB128, at most 10 bytes):
 //   byte    mode: 0 = raw, 1 = run, 2 = huffman
 //   varint  n, the number of symbols (checked against the caller's n)
 //   raw:     n bytes, verbatim (n = 0, or when Huffman would not be smaller)
@@ -9,26 +11,36 @@
 //            ceil((maxSym-minSym+1)/2) bytes of 4-bit code lengths for minSym..maxSym, low nibble
 //            first (0 = absent; a trailing unused nibble is 0); the lengths form a complete prefix
 //            code (Kraft sum exactly 1) with codes of at most 12 bits, canonical order;
-//            3 varints: byte sizes of streams 0..2; stream 3 takes the rest of the chunk;
-//            the 4 streams. Stream i codes output symbols [i*q, min(n, (i+1)*q)), q = ceil(n/4),
+//            S-1 varints: byte sizes of streams 0..S-2; stream S-1 takes the rest of the chunk;
+//            the S streams. Stream i codes output symbols [i*q, min(n, (i+1)*q)), q = ceil(n/S),
 //            LSB-first, each code bit-reversed so the code's first bit is the lowest; the last byte is
 //            padded with 0 to 7 zero bits.
 //
 // Decoder design. A 4096-entry table maps the next 12 bits of a stream to as many whole symbols as
-// they hold (at most 6), packed in one uint64: symbols in bytes 0..5, the count in byte 6 and the bits
-// consumed in byte 7. One lookup is an unaligned 64-bit load at the stream's bit position, a shift, a
-// mask and a table load; the entry is stored whole (8 bytes) at the output cursor, which then moves by
-// the count — the extra bytes are overwritten by later stores. The four streams are independent, so
-// decoding them in lock-step gives the CPU four dependency chains to overlap. The fast loop runs in
+// they hold (at most 6), packed in one uint64: symbols in bytes 0..5, the bits consumed in byte 6 and
+// the count in byte 7. The fast loop works in rounds: each stream loads a 64-bit bit buffer at its bit
+// position (one unaligned load, the top bit replaced by a sentinel 1, shifted by pos & 7: at least 56
+// valid bits), then does 4 lookups of at most 12 bits each: a mask, a table load, an 8-byte store of
+// the entry at the output cursor (extra bytes are overwritten by later stores), the cursor moved by
+// byte 7 and the buffer shifted right by byte 6 (a shift count's low 6 bits: shrx ignores byte 7). The
+// new bit position is the round's start byte plus the sentinel's leading zeros. Lookups of different
+// streams are independent, so S streams give the CPU S dependency chains to overlap. The rounds run in
 // batches whose length is computed so that no load can pass src + srcSize and no store can pass the
-// stream's own output quarter (each lookup consumes at most 12 bits and produces at most 6 symbols);
-// when no full batch is safe, each stream finishes alone, then symbol by symbol with bounds checks.
-// Bits a stream reads past its own end (into the next stream) are harmless in the fast loop: the final
-// check that each stream consumed exactly its bytes (at most 7 zero padding bits) rejects them.
+// stream's own output range (a round consumes at most 48 bits and produces at most 24 symbols); when
+// no full batch is safe, each stream finishes alone, then symbol by symbol with bounds checks. Bits a
+// stream reads past its own end (into the next stream) are harmless in the fast loop: the final check
+// that each stream consumed exactly its bytes (at most 7 zero padding bits) rejects them.
+//
+// Dispatch: the same loop is compiled twice, for baseline x86-64 (shift by cl, bsr) and with
+// BMI2/LZCNT (shrx, lzcnt: fewer uops per lookup); bestHuffmanDecodeLevel() picks the widest the CPU
+// has, and makeHuffmanCodec(streams, level) forces one for tests and `zipmoe bench codec`. Every
+// level produces identical output and identical errors (the tails and all checks are shared).
 //
 // The table is built per chunk in O(8191) steps from tables for shorter bit windows: the entry for a
 // k-bit value v is its first symbol (code length l <= k) followed by the entry for the (k-l)-bit value
 // v >> l, so every entry is a constant amount of work.
+#include <cpuid.h>
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -49,7 +61,6 @@ static_assert(std::endian::native == std::endian::little, "the bit streams assum
 constexpr int kMaxBits = kHuffmanMaxCodeBits;
 constexpr size_t kTableSize = size_t{1} << kMaxBits;
 constexpr uint64_t kTableMask = kTableSize - 1;
-constexpr int kStreams = 4;
 constexpr uint64_t kMaxPerEntry = 6;
 constexpr uint64_t kSymbolMask = (uint64_t{1} << 48) - 1;
 constexpr size_t kMaxVarint = 10;
@@ -100,12 +111,13 @@ uint64_t getVarint(const uint8_t* src, size_t srcSize, size_t& offset, const cha
   fail(std::string(field) + " varint longer than 10 bytes at byte " + std::to_string(offset));
 }
 
-// Output range [begin, end) of stream i for n symbols.
+// Output range [begin, end) of stream i of `streams` for n symbols.
 struct Quarter {
   size_t begin, end;
 };
-Quarter quarter(size_t n, int i) {
-  const size_t q = n / kStreams + (n % kStreams != 0 ? 1 : 0);
+Quarter quarter(size_t n, int i, int streams) {
+  const auto s = static_cast<size_t>(streams);
+  const size_t q = n / s + (n % s != 0 ? 1 : 0);
   const auto idx = static_cast<size_t>(i);
   return {std::min(n, idx * q), std::min(n, (idx + 1) * q)};
 }
@@ -178,13 +190,12 @@ void buildDecodeTable(const uint8_t* lengths, uint64_t* table) {
       const uint64_t* rest = &shorter[(size_t{1} << (k - len)) - 1];
       const size_t restCount = size_t{1} << (k - len);
       const size_t r = codes[s];
-      const uint64_t add = s + (uint64_t{1} << 48) + (uint64_t{len} << 56);
+      const uint64_t add = s + (uint64_t{len} << 48) + (uint64_t{1} << 56);
       for (size_t w = 0; w < restCount; ++w) {
         uint64_t e = rest[w];
         // A full entry drops its last symbol (byte 5) to make room for s; rare, so a branch is cheap.
-        if (((e >> 48) & 0xFF) == kMaxPerEntry)
-          e -= (uint64_t{1} << 48) + (uint64_t{lengths[(e >> 40) & 0xFF]} << 56);
-        // Moving the symbols up one byte, s in byte 0, adds 1 to the count and len to the bits.
+        if ((e >> 56) == kMaxPerEntry) e -= (uint64_t{lengths[(e >> 40) & 0xFF]} << 48) + (uint64_t{1} << 56);
+        // Moving the symbols up one byte, s in byte 0, adds len to the bits and 1 to the count.
         level[r | (w << len)] = (((e << 8) & kSymbolMask) | (e & ~kSymbolMask)) + add;
       }
     }
@@ -198,57 +209,69 @@ struct StreamCursor {
   uint8_t* outEnd;  // one past the stream's quarter
 };
 
-// Rounds of one lookup that are safe for this stream: every 64-bit load stays below srcSize and every
-// 8-byte store below outEnd, assuming the worst (12 bits, 6 symbols) per round.
-inline size_t safeRounds(const StreamCursor& c, size_t lastLoadBit) {
+constexpr int kLookupsPerRound = 4;  // 4 x 12 bits <= the 56 valid bits of a refilled buffer
+constexpr size_t kMaxRoundSymbols = kLookupsPerRound * kMaxPerEntry;
+
+// Rounds that are safe for this stream: every 64-bit load stays below srcSize (a round starts at most
+// 6 bytes after the previous one) and every 8-byte store below outEnd (a round's last store starts at
+// most 18 symbols in and ends 26 bytes after the round's start, later rounds start 24 further).
+inline size_t safeRounds(const StreamCursor& c, size_t lastLoadByte) {
   const auto room = static_cast<size_t>(c.outEnd - c.out);
-  if (room < 8 || c.pos > lastLoadBit) return 0;
-  return std::min((lastLoadBit - c.pos) / 12 + 1, (room - 8) / kMaxPerEntry + 1);
+  if (room < kMaxRoundSymbols + 2 || (c.pos >> 3) > lastLoadByte) return 0;
+  return std::min((lastLoadByte - (c.pos >> 3)) / 6 + 1, (room - 2) / kMaxRoundSymbols);
 }
 
-// One table lookup: decodes up to 6 symbols at `out` and advances both cursors. The caller guarantees
-// that src + (pos >> 3) + 8 <= src + srcSize and out + 8 <= the stream's output end.
-[[gnu::always_inline]] inline void step(const uint8_t* src, const uint64_t* table, size_t& pos,
-                                        uint8_t*& out) {
-  const uint64_t e = table[(load64(src + (pos >> 3)) >> (pos & 7)) & kTableMask];
-  store64(out, e);
-  out += (e >> 48) & 0xFF;
-  pos += e >> 56;
-}
+// One round of one stream's lookups: refills the bit buffer at pos and decodes 4 table entries.
+// The caller guarantees the load and stores stay in bounds (safeRounds).
+#define ZIPMOE_HUFFMAN_ROUNDS(NAME, ATTR)                                                                  \
+  ATTR void NAME(const uint8_t* src, size_t srcSize, const uint64_t* table, StreamCursor* c, int streams) { \
+    if (srcSize < 8) return;                                                                                \
+    const size_t lastLoadByte = srcSize - 8;                                                                \
+    if (streams == 8) decodeRounds<8>(src, lastLoadByte, table, c);                                         \
+    if (streams == 4) decodeRounds<4>(src, lastLoadByte, table, c);                                         \
+    for (int i = 0; i < streams; ++i) decodeRounds<1>(src, lastLoadByte, table, c + i);                     \
+  }
 
-// Plain x86-64 code reaches ~3.7 G symbols/s on Zen 4; a BMI2 (shrx) build measured no faster, so
-// there is no runtime dispatch.
-void decodeFast(const uint8_t* src, size_t srcSize, const uint64_t* table, StreamCursor* c) {
-  if (srcSize < 8) return;
-  // The last bit position at which a 64-bit load (at byte pos >> 3) stays inside src.
-  const size_t lastLoadBit = 8 * (srcSize - 8) + 7;
-  size_t p0 = c[0].pos, p1 = c[1].pos, p2 = c[2].pos, p3 = c[3].pos;
-  uint8_t *o0 = c[0].out, *o1 = c[1].out, *o2 = c[2].out, *o3 = c[3].out;
+// Decodes rounds for S streams in lock-step while all of them are safe (S = 1: one stream alone).
+template <int S>
+[[gnu::always_inline]] inline void decodeRounds(const uint8_t* src, size_t lastLoadByte, const uint64_t* table,
+                                                StreamCursor* c) {
+  size_t pos[S];
+  uint8_t* out[S];
+  for (int i = 0; i < S; ++i) pos[i] = c[i].pos, out[i] = c[i].out;
   for (;;) {
-    c[0].pos = p0, c[1].pos = p1, c[2].pos = p2, c[3].pos = p3;
-    c[0].out = o0, c[1].out = o1, c[2].out = o2, c[3].out = o3;
-    const size_t rounds = std::min(std::min(safeRounds(c[0], lastLoadBit), safeRounds(c[1], lastLoadBit)),
-                                   std::min(safeRounds(c[2], lastLoadBit), safeRounds(c[3], lastLoadBit)));
-    if (rounds < 4) break;
+    size_t rounds = SIZE_MAX;
+    for (int i = 0; i < S; ++i) {
+      c[i].pos = pos[i], c[i].out = out[i];
+      rounds = std::min(rounds, safeRounds(c[i], lastLoadByte));
+    }
+    if (rounds == 0 || (S > 1 && rounds < 4)) return;
     for (size_t r = 0; r < rounds; ++r) {
-      step(src, table, p0, o0);
-      step(src, table, p1, o1);
-      step(src, table, p2, o2);
-      step(src, table, p3, o3);
+      uint64_t buf[S];
+      for (int i = 0; i < S; ++i) buf[i] = (load64(src + (pos[i] >> 3)) | (uint64_t{1} << 63)) >> (pos[i] & 7);
+      for (int k = 0; k < kLookupsPerRound; ++k)
+        for (int i = 0; i < S; ++i) {
+          const uint64_t e = table[buf[i] & kTableMask];
+          store64(out[i], e);
+          out[i] += e >> 56;
+          buf[i] >>= (e >> 48) & 63;
+        }
+      // The sentinel started at bit 63 - (pos & 7) and moved down by the bits consumed.
+      for (int i = 0; i < S; ++i) pos[i] = (pos[i] & ~size_t{7}) + static_cast<size_t>(std::countl_zero(buf[i]));
     }
   }
-  // Streams whose neighbours stopped the lock-step loop continue alone.
-  for (int i = 0; i < kStreams; ++i) {
-    size_t p = c[i].pos;
-    uint8_t* o = c[i].out;
-    for (;;) {
-      c[i].pos = p;
-      c[i].out = o;
-      const size_t rounds = safeRounds(c[i], lastLoadBit);
-      if (rounds == 0) break;
-      for (size_t r = 0; r < rounds; ++r) step(src, table, p, o);
-    }
-  }
+}
+
+ZIPMOE_HUFFMAN_ROUNDS(decodeFastScalar, )
+ZIPMOE_HUFFMAN_ROUNDS(decodeFastBmi2, __attribute__((target("bmi,bmi2,lzcnt"))))
+#undef ZIPMOE_HUFFMAN_ROUNDS
+
+bool cpuHasBmi2() {
+  __builtin_cpu_init();
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  // LZCNT (ABM): CPUID 0x80000001, ECX bit 5 (clang's __builtin_cpu_supports has no name for it).
+  const bool lzcnt = __get_cpuid(0x80000001u, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 5)) != 0;
+  return lzcnt && __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
 }
 
 // Finishes stream i symbol by symbol; the 12-bit window is assembled from the stream's own bytes only.
@@ -272,9 +295,13 @@ void decodeTail(const uint8_t* src, const uint64_t* table, const uint8_t* length
 
 // ---------------------------------------------------------------------------------------------
 
+constexpr int kMaxStreams = 8;
+
 class HuffmanCodec final : public ExponentCodec {
  public:
-  CodecSpec spec() const override { return CodecSpec{CodecId::Huffman, 0}; }
+  HuffmanCodec(int streams, HuffmanDecodeLevel level) : streams_(streams), level_(level) {}
+
+  CodecSpec spec() const override { return CodecSpec{streams_ == 8 ? CodecId::Huffman8 : CodecId::Huffman, 0}; }
 
   size_t maxCompressedSize(size_t n) const override {
     // Huffman is only chosen when smaller than raw; raw is mode + varint(n) + n bytes.
@@ -294,15 +321,15 @@ class HuffmanCodec final : public ExponentCodec {
     };
     if (n == 0) return writeRaw();
 
-    std::array<std::array<uint64_t, 256>, kStreams> hist{};
-    for (int i = 0; i < kStreams; ++i) {
-      const Quarter qr = quarter(n, i);
+    std::array<std::array<uint64_t, 256>, kMaxStreams> hist{};
+    for (int i = 0; i < streams_; ++i) {
+      const Quarter qr = quarter(n, i, streams_);
       countSymbols(src + qr.begin, qr.end - qr.begin, hist[static_cast<size_t>(i)].data());
     }
     std::array<uint64_t, 256> total{};
     int present = 0, minSym = 256, maxSym = -1;
     for (int s = 0; s < 256; ++s) {
-      for (const auto& h : hist) total[static_cast<size_t>(s)] += h[static_cast<size_t>(s)];
+      for (size_t i = 0; i < static_cast<size_t>(streams_); ++i) total[static_cast<size_t>(s)] += hist[i][static_cast<size_t>(s)];
       if (total[static_cast<size_t>(s)] != 0) {
         ++present;
         minSym = std::min(minSym, s);
@@ -318,17 +345,17 @@ class HuffmanCodec final : public ExponentCodec {
 
     std::array<uint8_t, 256> lengths;
     huffmanCodeLengths(total.data(), kMaxBits, lengths.data());
-    std::array<size_t, kStreams> streamBytes{};
-    for (size_t i = 0; i < kStreams; ++i) {
+    std::array<size_t, kMaxStreams> streamBytes{};
+    for (size_t i = 0; i < static_cast<size_t>(streams_); ++i) {
       uint64_t bits = 0;
       for (size_t s = 0; s < 256; ++s) bits += hist[i][s] * lengths[s];
       streamBytes[i] = static_cast<size_t>((bits + 7) / 8);
     }
     const auto range = static_cast<size_t>(maxSym - minSym + 1);
     size_t header = 1 + nBytes + 2 + (range + 1) / 2;
-    for (size_t i = 0; i + 1 < kStreams; ++i) header += varintSize(streamBytes[i]);
+    for (size_t i = 0; i + 1 < static_cast<size_t>(streams_); ++i) header += varintSize(streamBytes[i]);
     size_t size = header;
-    for (size_t b : streamBytes) size += b;
+    for (size_t b : streamBytes) size += b;  // unused streams are 0
     if (size >= 1 + nBytes + n) return writeRaw();
 
     uint8_t* p = dst;
@@ -341,14 +368,14 @@ class HuffmanCodec final : public ExponentCodec {
       const auto hi = j + 1 < range ? lengths[static_cast<size_t>(minSym) + j + 1] : uint8_t{0};
       *p++ = static_cast<uint8_t>(lo | (hi << 4));
     }
-    for (size_t i = 0; i + 1 < kStreams; ++i) p += putVarint(p, streamBytes[i]);
+    for (size_t i = 0; i + 1 < static_cast<size_t>(streams_); ++i) p += putVarint(p, streamBytes[i]);
 
     std::array<uint16_t, 256> codes;
     canonicalReversedCodes(lengths.data(), codes.data());
     std::array<uint32_t, 256> enc;
     for (size_t s = 0; s < 256; ++s) enc[s] = codes[s] | (static_cast<uint32_t>(lengths[s]) << 16);
-    for (int i = 0; i < kStreams; ++i) {
-      const Quarter qr = quarter(n, i);
+    for (int i = 0; i < streams_; ++i) {
+      const Quarter qr = quarter(n, i, streams_);
       uint8_t* end = encodeStream(src + qr.begin, qr.end - qr.begin, enc.data(), p, dst + dstCapacity);
       if (static_cast<size_t>(end - p) != streamBytes[static_cast<size_t>(i)])
         throw std::logic_error("huffman compress: stream size differs from its prediction");
@@ -403,7 +430,7 @@ class HuffmanCodec final : public ExponentCodec {
     }
   }
 
-  static void decodeHuffman(const uint8_t* src, size_t srcSize, size_t off, uint8_t* dst, size_t n) {
+  void decodeHuffman(const uint8_t* src, size_t srcSize, size_t off, uint8_t* dst, size_t n) const {
     if (srcSize - off < 2) fail("header truncated before the symbol range");
     const unsigned minSym = src[off], maxSym = src[off + 1];
     off += 2;
@@ -432,8 +459,9 @@ class HuffmanCodec final : public ExponentCodec {
       fail("code lengths do not form a complete prefix code (Kraft sum " + std::to_string(kraft) + "/4096)");
     off += lengthBytes;
 
-    std::array<size_t, kStreams> sizes{};
-    for (size_t i = 0; i + 1 < kStreams; ++i) {
+    const auto streams = static_cast<size_t>(streams_);
+    std::array<size_t, kMaxStreams> sizes{};
+    for (size_t i = 0; i + 1 < streams; ++i) {
       const uint64_t s = getVarint(src, srcSize, off, "stream size");
       if (s > srcSize - off)
         fail("stream sizes exceed the chunk (" + std::to_string(s) + " bytes for stream " +
@@ -441,30 +469,34 @@ class HuffmanCodec final : public ExponentCodec {
       sizes[i] = static_cast<size_t>(s);
     }
     size_t used = 0;
-    for (size_t i = 0; i + 1 < kStreams; ++i) {
+    for (size_t i = 0; i + 1 < streams; ++i) {
       used += sizes[i];
-      if (used > srcSize - off)
-        fail("stream sizes " + std::to_string(sizes[0]) + "+" + std::to_string(sizes[1]) + "+" +
-             std::to_string(sizes[2]) + " exceed the " + std::to_string(srcSize - off) +
-             " bytes after the header");
+      if (used > srcSize - off) {
+        std::string list;
+        for (size_t j = 0; j + 1 < streams; ++j) list += (j == 0 ? "" : "+") + std::to_string(sizes[j]);
+        fail("stream sizes " + list + " exceed the " + std::to_string(srcSize - off) + " bytes after the header");
+      }
     }
-    sizes[kStreams - 1] = srcSize - off - used;
+    sizes[streams - 1] = srcSize - off - used;
 
     std::vector<uint64_t> table(kTableSize);
     buildDecodeTable(lengths.data(), table.data());
 
-    std::array<StreamCursor, kStreams> c;
+    std::array<StreamCursor, kMaxStreams> c;
     size_t start = off;
-    for (int i = 0; i < kStreams; ++i) {
-      const Quarter qr = quarter(n, i);
+    for (int i = 0; i < streams_; ++i) {
+      const Quarter qr = quarter(n, i, streams_);
       const auto size = sizes[static_cast<size_t>(i)];
       c[static_cast<size_t>(i)] = StreamCursor{8 * start, 8 * (start + size), dst + qr.begin, dst + qr.end};
       start += size;
     }
-    decodeFast(src, srcSize, table.data(), c.data());
+    if (level_ == HuffmanDecodeLevel::Bmi2)
+      decodeFastBmi2(src, srcSize, table.data(), c.data(), streams_);
+    else
+      decodeFastScalar(src, srcSize, table.data(), c.data(), streams_);
 
     start = off;
-    for (int i = 0; i < kStreams; ++i) {
+    for (int i = 0; i < streams_; ++i) {
       StreamCursor& cur = c[static_cast<size_t>(i)];
       const size_t size = sizes[static_cast<size_t>(i)];
       decodeTail(src, table.data(), lengths.data(), cur, i, size);
@@ -478,10 +510,44 @@ class HuffmanCodec final : public ExponentCodec {
       start += size;
     }
   }
+
+  const int streams_;  // 4 or 8
+  const HuffmanDecodeLevel level_;
 };
 
 }  // namespace
 
-std::unique_ptr<ExponentCodec> makeHuffmanCodec() { return std::make_unique<HuffmanCodec>(); }
+std::unique_ptr<ExponentCodec> makeHuffmanCodec(int streams, HuffmanDecodeLevel level) {
+  if (streams != 4 && streams != 8) throw std::invalid_argument("makeHuffmanCodec: streams must be 4 or 8");
+  if (!huffmanDecodeLevelSupported(level))
+    throw Error(std::string("huffman decoder level ") + huffmanDecodeLevelName(level) + " is not supported by this CPU");
+  return std::make_unique<HuffmanCodec>(streams, level);
+}
 
 }  // namespace zipmoe::detail
+
+namespace zipmoe {
+
+const char* huffmanDecodeLevelName(HuffmanDecodeLevel level) {
+  switch (level) {
+    case HuffmanDecodeLevel::Scalar: return "scalar";
+    case HuffmanDecodeLevel::Bmi2: return "bmi2";
+  }
+  return "?";
+}
+
+bool huffmanDecodeLevelSupported(HuffmanDecodeLevel level) {
+  static const bool bmi2 = detail::cpuHasBmi2();
+  return level == HuffmanDecodeLevel::Scalar || (level == HuffmanDecodeLevel::Bmi2 && bmi2);
+}
+
+std::vector<HuffmanDecodeLevel> supportedHuffmanDecodeLevels() {
+  std::vector<HuffmanDecodeLevel> v;
+  for (auto level : {HuffmanDecodeLevel::Scalar, HuffmanDecodeLevel::Bmi2})
+    if (huffmanDecodeLevelSupported(level)) v.push_back(level);
+  return v;
+}
+
+HuffmanDecodeLevel bestHuffmanDecodeLevel() { return supportedHuffmanDecodeLevels().back(); }
+
+}  // namespace zipmoe

@@ -1,4 +1,6 @@
-// Tests for the order-0 canonical Huffman exponent codec and its length-limited code construction:
+// Tests for the order-0 canonical Huffman exponent codecs (`huffman`, 4 streams, and `huffman8`, 8
+// streams; the whole suite runs once per stream count and decoder level this CPU supports, and
+// levelsAgree compares every level with the scalar reference) and their length-limited code construction:
 // round trips at every size and distribution that reaches a distinct code path (raw, run, 2-symbol,
 // 12-bit codes, 6-symbol table entries, tail loops), optimality of the code lengths against an
 // independent exact dynamic program, compressed size against the entropy, and malformed input
@@ -9,6 +11,8 @@
 #include <cstring>
 #include <queue>
 #include <random>
+#include <string>
+#include <cstdio>
 #include <vector>
 
 #include "format/codecs.h"
@@ -167,8 +171,41 @@ std::vector<double> fibonacciWeights(int symbols) {
 class TestHuffmanCodec : public QObject {
   Q_OBJECT
 
+ public:
+  TestHuffmanCodec(int streams, zipmoe::HuffmanDecodeLevel level)
+      : streams_(streams), level_(level), codec_(zipmoe::detail::makeHuffmanCodec(streams, level)) {}
+
  private:
-  std::unique_ptr<zipmoe::ExponentCodec> codec_ = zipmoe::detail::makeHuffmanCodec();
+  int streams_;
+  zipmoe::HuffmanDecodeLevel level_;
+  std::unique_ptr<zipmoe::ExponentCodec> codec_;
+
+  // Decodes at every supported level; each must give `data` exactly (or, for bad input, throw the same
+  // message at every level).
+  static void checkEveryLevel(int streams, const Bytes& comp, size_t n, const Bytes* expected) {
+    std::string firstError;
+    bool first = true;
+    for (const auto level : zipmoe::supportedHuffmanDecodeLevels()) {
+      const auto codec = zipmoe::detail::makeHuffmanCodec(streams, level);
+      std::string error;
+      Bytes out;
+      try {
+        out = decompress(*codec, comp, n);
+      } catch (const zipmoe::Error& e) {
+        error = e.what();
+      }
+      if (expected != nullptr)
+        QVERIFY2(error.empty() && out == *expected,
+                 qPrintable(QString("level %1, %2 streams, n=%3: %4")
+                                .arg(zipmoe::huffmanDecodeLevelName(level))
+                                .arg(streams)
+                                .arg(n)
+                                .arg(error.empty() ? "output differs" : error.c_str())));
+      if (first) firstError = error;
+      QCOMPARE(error, firstError);
+      first = false;
+    }
+  }
 
   void checkRoundTrip(const Bytes& data) {
     const Bytes comp = compress(*codec_, data);
@@ -178,7 +215,64 @@ class TestHuffmanCodec : public QObject {
   }
 
  private slots:
-  void specIsHuffman() { QVERIFY(codec_->spec() == (zipmoe::CodecSpec{zipmoe::CodecId::Huffman, 0})); }
+  void specIsHuffman() {
+    const auto id = streams_ == 8 ? zipmoe::CodecId::Huffman8 : zipmoe::CodecId::Huffman;
+    QVERIFY(codec_->spec() == (zipmoe::CodecSpec{id, 0}));
+    QVERIFY(zipmoe::makeCodec({id, 0}, level_)->spec() == (zipmoe::CodecSpec{id, 0}));
+  }
+
+  void levelsAgree() {
+    // Sizes 0..400 (every tail split), around the fast loop's batch limits (a round is 4 lookups of up
+    // to 6 symbols per stream), and chunk-sized; random, skewed, exponent-like and constant data.
+    std::vector<size_t> sizes;
+    for (size_t n = 0; n <= 400; ++n) sizes.push_back(n);
+    for (size_t base : {size_t{26}, size_t{24 * 4}, size_t{24 * 8}, size_t{1024}, size_t{4096}, size_t{65536}})
+      for (size_t k : {size_t{1}, size_t{4}, size_t{8}})
+        for (size_t d = 0; d < 5; ++d) sizes.push_back(base * k + d), sizes.push_back(base * k - 1 - d);
+    sizes.push_back(720896);
+    sizes.push_back(720896 + 7);
+    std::vector<double> skew(256, 0.0);
+    skew[126] = 95, skew[125] = 3, skew[127] = 1.5, skew[0] = 0.5;
+    std::mt19937_64 rng(2024);
+    for (size_t n : sizes) {
+      const bool big = n > 20000;
+      std::vector<Bytes> inputs{gaussianExponents(n, n + 1), drawn(n, skew, n + 2), Bytes(n, 0x7A)};
+      if (!big || n == 720896) {
+        Bytes random(n);
+        for (auto& b : random) b = static_cast<uint8_t>(rng());
+        inputs.push_back(random);
+        inputs.push_back(drawn(n, fibonacciWeights(24), n + 3));
+      }
+      for (const Bytes& data : inputs) {
+        const Bytes comp = compress(*codec_, data);
+        checkEveryLevel(streams_, comp, n, &data);
+        if (QTest::currentTestFailed()) return;
+      }
+    }
+  }
+
+  void levelsRejectAlike() {
+    std::mt19937_64 rng(5150);
+    for (const Bytes& data : {gaussianExponents(5000, 3), gaussianExponents(211, 4), drawn(3000, fibonacciWeights(20), 5)}) {
+      const Bytes comp = compress(*codec_, data);
+      for (size_t cut = 0; cut < comp.size(); cut += 1 + comp.size() / 64)
+        checkEveryLevel(streams_, Bytes(comp.begin(), comp.begin() + static_cast<std::ptrdiff_t>(cut)), data.size(), nullptr);
+      for (int t = 0; t < 300; ++t) {
+        Bytes bad = comp;
+        bad[rng() % bad.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+        checkEveryLevel(streams_, bad, data.size(), nullptr);
+        if (QTest::currentTestFailed()) return;
+      }
+      checkEveryLevel(streams_, comp, data.size() + 1, nullptr);
+    }
+  }
+
+  void otherStreamCountIsRejected() {
+    // A chunk written with the other stream count never decodes as this one's (the stream sizes differ).
+    const Bytes data = gaussianExponents(100000, 8);
+    const auto other = zipmoe::detail::makeHuffmanCodec(streams_ == 8 ? 4 : 8, level_);
+    ZIPMOE_EXPECT_ERROR(decompress(*codec_, compress(*other, data), data.size()), "huffman chunk");
+  }
 
   void roundTripGaussianSizes() {
     for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{3000}, size_t{720896}}) {
@@ -216,8 +310,9 @@ class TestHuffmanCodec : public QObject {
     w[255] = 1;
     const Bytes data = drawn(80000, w, 3);
     const Bytes comp = compress(*codec_, data);
-    // 1 bit per symbol; the header spends a nibble per symbol value in 0..255 (128 bytes) here.
-    QVERIFY2(comp.size() <= 80000 / 8 + 140, qPrintable(QString::number(comp.size())));
+    // 1 bit per symbol; the header spends a nibble per symbol value in 0..255 (128 bytes) here, plus
+    // up to 7 stream-size varints and a padding byte per stream.
+    QVERIFY2(comp.size() <= 80000 / 8 + 150, qPrintable(QString::number(comp.size())));
     QVERIFY(comp.size() >= 80000 / 8);
     QVERIFY(decompress(*codec_, comp, data.size()) == data);
   }
@@ -417,6 +512,18 @@ class TestHuffmanCodec : public QObject {
   }
 
   void specificMessages() {
+    if (streams_ == 8) {
+      // Lengths 1,1 (symbol 10 = bit 0); 16 symbols, 2 per stream: 2 bits each; streams of 1 byte.
+      QCOMPARE(decompress(*codec_, {2, 16, 10, 11, 0x11, 1, 1, 1, 1, 1, 1, 1, 0, 1, 2, 3, 0, 1, 2, 3}, 16),
+               (Bytes{10, 10, 11, 10, 10, 11, 11, 11, 10, 10, 11, 10, 10, 11, 11, 11}));
+      ZIPMOE_EXPECT_ERROR(decompress(*codec_, {2, 16, 10, 11, 0x11, 1, 1, 1, 1, 1, 1, 1, 0, 1, 2, 3, 0, 1, 2}, 16),
+                          "stream 7", "overruns its 0 bytes");
+      ZIPMOE_EXPECT_ERROR(decompress(*codec_, {2, 16, 10, 11, 0x11, 1, 1, 1, 1, 1, 1, 1, 0, 1, 2, 3, 0, 1, 2, 0x83}, 16),
+                          "stream 7", "non-zero padding");
+      ZIPMOE_EXPECT_ERROR(decompress(*codec_, {2, 16, 10, 11, 0x11, 1, 1, 1, 1, 1, 9, 1, 0, 1, 2, 3}, 16), "exceed");
+      ZIPMOE_EXPECT_ERROR(decompress(*codec_, {2, 8, 10, 11, 0x21, 0, 0, 0, 0}, 8), "Kraft sum 3072/4096");
+      return;
+    }
     ZIPMOE_EXPECT_ERROR(decompress(*codec_, {}, 0), "huffman chunk", "empty");
     ZIPMOE_EXPECT_ERROR(decompress(*codec_, {9, 0}, 0), "huffman chunk", "unknown mode 9");
     ZIPMOE_EXPECT_ERROR(decompress(*codec_, {0, 3, 1, 2}, 3), "raw mode holds 2 bytes");
@@ -440,5 +547,27 @@ class TestHuffmanCodec : public QObject {
   }
 };
 
-QTEST_APPLESS_MAIN(TestHuffmanCodec)
+// The suite once per stream count (4, 8) and supported decoder level; every run after the first
+// writes its QtTest log files with a "-<streams>-<level>" suffix, so no run overwrites another's.
+int main(int argc, char** argv) {
+  int status = 0;
+  bool first = true;
+  for (int streams : {4, 8})
+    for (const auto level : zipmoe::supportedHuffmanDecodeLevels()) {
+      std::vector<std::string> args(argv, argv + argc);
+      const std::string suffix = "-" + std::to_string(streams) + "-" + zipmoe::huffmanDecodeLevelName(level);
+      if (!first)
+        for (auto& a : args) {
+          const auto dot = a.rfind(".txt,");
+          if (dot != std::string::npos) a.insert(dot, suffix);
+        }
+      first = false;
+      std::vector<char*> ptrs;
+      for (auto& a : args) ptrs.push_back(a.data());
+      std::printf("=== huffman, %d streams, decoder level %s ===\n", streams, zipmoe::huffmanDecodeLevelName(level));
+      TestHuffmanCodec test(streams, level);
+      status |= QTest::qExec(&test, static_cast<int>(ptrs.size()), ptrs.data());
+    }
+  return status;
+}
 #include "test_huffman_codec.moc"
