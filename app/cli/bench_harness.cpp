@@ -64,6 +64,9 @@ class SwitchableExperts : public ExpertProvider {
     noteLastLayer();
     return current_->acquire(layer, requests);
   }
+  void prefetch(int layer, std::span<const int> experts) override {
+    if (current_) current_->prefetch(layer, experts);
+  }
   int numLayers() const override { return store_->manifest().numLayers(); }
   int numExperts() const override { return store_->manifest().numExperts; }
   std::pair<int64_t, int64_t> tensorShape(int kind) const override {
@@ -104,6 +107,15 @@ class BatchTraceRouting : public RoutingOverride {
     if (offset != tokens)
       throw Error("bench: the batch router was told " + std::to_string(offset) + " tokens, the model sent " + std::to_string(tokens));
   }
+  bool peek(int moeLayer, int64_t tokens, int k, std::span<int64_t> out) override {
+    int64_t offset = 0;
+    for (size_t r = 0; r < routers_.size(); ++r) {
+      if (segments_[r] == 0) continue;
+      routers_[r]->peek(moeLayer, segments_[r], k, out.subspan(static_cast<size_t>(offset * k), static_cast<size_t>(segments_[r] * k)));
+      offset += segments_[r];
+    }
+    return offset == tokens;
+  }
 
  private:
   std::shared_ptr<const ActivationTrace> trace_;
@@ -126,6 +138,28 @@ std::vector<std::string> splitList(const std::string& text) {
 BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base, const std::filesystem::path& hf) {
   BenchSystem s{text, base};
   if (text == "zipmoe") return s;
+  if (text == "zipmoe-prefetch" || text.rfind("zipmoe-prefetch:", 0) == 0) {
+    s.options.prefetchSlots = -1;
+    s.prefetch = true;
+    if (text.size() > 16) {
+      char* end = nullptr;
+      const std::string acc = text.substr(16);
+      s.oracleAccuracy = std::strtod(acc.c_str(), &end);
+      if (*end != '\0' || !(s.oracleAccuracy >= 0 && s.oracleAccuracy <= 1))
+        throw Error("system " + text + ": the oracle's accuracy must be a number in [0, 1]");
+    }
+    return s;
+  }
+  if (text == "zipmoe-raw" || text.rfind("zipmoe-raw:", 0) == 0) {  // misses may be raw reads (the plan decides)
+    s.options.checkpointDir = hf;
+    if (text.size() > 10) s.options.pools = parsePoolMask(text.substr(11), "system " + text);
+    return s;
+  }
+  if (text == "zipmoe-raw-always") {
+    s.options.checkpointDir = hf;
+    s.options.rawMisses = RawMisses::Always;
+    return s;
+  }
   if (text.rfind("zipmoe:", 0) == 0) {  // zipmoe:FS = ZipMoE with only those pools
     s.options.pools = parsePoolMask(text.substr(7), "system " + text);
     return s;
@@ -154,7 +188,7 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
     return s;
   }
   throw Error("unknown system '" + text +
-              "' (zipmoe, zipmoe:POOLS e.g. zipmoe:FS, zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-lru, zipmoe-fifo, "
+              "' (zipmoe, zipmoe-prefetch, zipmoe-prefetch:ORACLE_ACCURACY, zipmoe:POOLS e.g. zipmoe:FS, zipmoe-raw, zipmoe-raw:POOLS, zipmoe-raw-always, zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-lru, zipmoe-fifo, "
               "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking)");
 }
 
@@ -258,6 +292,12 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
     return result;
   }
   d.experts->set(rt);
+  PrefetchOptions prefetch;
+  if (system.prefetch) {
+    prefetch.predictor = d.routing ? PrefetchPredictor::Oracle : PrefetchPredictor::NextRouter;
+    prefetch.oracleAccuracy = system.oracleAccuracy >= 0 ? system.oracleAccuracy : kMeasuredPrefetchRecall;
+  }
+  d.model->setPrefetch(prefetch);
   // Rounds: with a batch of one, every prompt is a request of its own, one after the other on the
   // same runtime (its cache carries over, as in a chat); with a batch of B, one round of B requests
   // decoded together, request r replaying prompt r mod |prompts|.
@@ -358,12 +398,29 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
   }
   result.workingSetBytes = st.workingSetBytes;
   result.stallSeconds = st.stallSeconds;
+  if (system.prefetch) {
+    result.prefetch = true;
+    const PrefetchAccuracy a = d.model->prefetchAccuracy();
+    result.prefetchRecall = a.recall();
+    result.prefetchExact = a.exactShare();
+    const double useful = static_cast<double>(st.prefetchUsefulBytes - atWarm.prefetchUsefulBytes);
+    const double demand = useful + static_cast<double>(st.bytesRead - atWarm.bytesRead);
+    result.prefetchCoverage = demand > 0 ? useful / demand : 0;
+    result.prefetchWastedMiBPerToken = static_cast<double>(st.prefetchWastedBytes - atWarm.prefetchWastedBytes) / (1 << 20) /
+                                       std::max(1.0, static_cast<double>(decodeSteps) * batch);
+    const double dense = st.denseSeconds - atWarm.denseSeconds;
+    result.prefetchDenseBusy = dense > 0 ? (st.prefetchDenseSeconds - atWarm.prefetchDenseSeconds) / dense : 0;
+  }
+  d.model->setPrefetch({});
   return result;
 }
 
 std::vector<std::filesystem::path> BenchWorkload::filesRead(const std::vector<BenchSystem>& systems) const {
   bool zip = false, full = false;
-  for (const auto& s : systems) (s.options.mode == OffloadMode::FullTensor ? full : zip) = true;
+  for (const auto& s : systems) {
+    (s.options.mode == OffloadMode::FullTensor ? full : zip) = true;
+    if (!s.options.checkpointDir.empty()) full = true;  // ZipMoE's raw misses read the checkpoint too
+  }
   std::vector<std::filesystem::path> files;
   const auto collect = [&files](const std::filesystem::path& dir, const std::string& prefix, const std::string& extension) {
     for (const auto& e : std::filesystem::directory_iterator(dir)) {

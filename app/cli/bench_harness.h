@@ -27,12 +27,21 @@
 namespace zipmoe::cli {
 
 // A compared system: a name and the runtime options it stands for.
-//   zipmoe, zipmoe:POOLS (e.g. zipmoe:FS), zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-lru,
+//   zipmoe, zipmoe:POOLS (e.g. zipmoe:FS), zipmoe-raw[:POOLS] (misses may be raw reads of the HF
+//   checkpoint, per layer as planned), zipmoe-raw-always, zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-lru,
 //   zipmoe-fifo, zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking
 struct BenchSystem {
   std::string name;
   RuntimeOptions options;
+  // zipmoe-prefetch: the model's predictor for this system (the others run with it off). With a
+  // trace, the oracle at `oracleAccuracy` (zipmoe-prefetch:ACC; the default is the next-layer
+  // router's recall measured on the demo model); on the model's own router, the next-layer router.
+  bool prefetch = false;
+  double oracleAccuracy = -1;
 };
+// The next-layer router predictor's recall on the demo model's held-out text
+// (docs/runtime/prefetch-accuracy.json): what zipmoe-prefetch assumes on trace replay.
+inline constexpr double kMeasuredPrefetchRecall = 0.70;
 BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base, const std::filesystem::path& hf);
 std::vector<std::string> splitList(const std::string& text);
 
@@ -80,6 +89,11 @@ struct RunResult {
   double stallSeconds = 0;
   double replanMeanMs = 0, replanMaxMs = 0;  // measureReplan
   uint64_t budgetBytes = 0;
+  // Prefetch (zipmoe-prefetch) after the warm-up: the predictor's recall and exact share, the
+  // share of the demand's read bytes that prefetch supplied, what it read in vain per token, and
+  // the share of the dense windows the I/O thread spent prefetching.
+  bool prefetch = false;
+  double prefetchRecall = 0, prefetchExact = 0, prefetchCoverage = 0, prefetchWastedMiBPerToken = 0, prefetchDenseBusy = 0;
 };
 
 class BenchWorkload {

@@ -107,6 +107,11 @@ int runBenchRuntime(const Args& arguments) {
   std::fprintf(stderr, "bench: profile u %.2f ms, v %.2f ms, c %.2f ms, recovery %.2f ms, BF16 tensor read %.2f ms, FFN %.2f + %.3f·t ms\n",
                profile.smRead * 1e3, profile.eRead * 1e3, profile.decompress * 1e3, profile.recover * 1e3,
                profile.fullRead * 1e3, profile.computeBase * 1e3, profile.computePerToken * 1e3);
+  if (profile.hasContention())
+    std::fprintf(stderr, "bench: contention with %d busy decoders: FFN (1 token) %.2f → %.2f ms (×%.2f), decompression ×%.2f, "
+                 "whole-tensor read ×%.2f\n", profile.contentionWorkers, profile.computeBusy.front() * 1e3,
+                 profile.computeBusy.back() * 1e3, profile.computeSlowdown(), profile.decompressSlowdown(),
+                 profile.readSlowdown());
 
   RunSettings settings;
   settings.prompts = tracePrompts;
@@ -189,7 +194,16 @@ int runBenchRuntime(const Args& arguments) {
                               {"host", profile.host},
                               {"profile", {{"u_ms", profile.smRead * 1e3}, {"v_ms", profile.eRead * 1e3},
                                            {"c_ms", profile.decompress * 1e3}, {"recover_ms", profile.recover * 1e3},
-                                           {"full_read_ms", profile.fullRead * 1e3}}},
+                                           {"full_read_ms", profile.fullRead * 1e3},
+                                           {"tensor_read_ms", profile.tensorRead * 1e3},
+                                           {"ffn_1_token_busy_ms", [&] {
+                                              std::vector<double> v;
+                                              for (double t : profile.computeBusy) v.push_back(t * 1e3);
+                                              return v;
+                                            }()},
+                                           {"compute_slowdown", profile.computeSlowdown()},
+                                           {"decompress_slowdown", profile.decompressSlowdown()},
+                                           {"read_slowdown", profile.readSlowdown()}}},
                               {"results", results}};
   std::ofstream out(json);
   out << doc.dump(2) << "\n";

@@ -96,6 +96,9 @@ json resultJson(const std::string& system, const Measured& m) {
             {"makespan_over_lower_bound", r.makespanOverBound},
             {"pool_ratio", r.poolRatio},
             {"working_set_bytes", r.workingSetBytes}});
+  if (r.prefetch)
+    j["prefetch"] = {{"recall", r.prefetchRecall}, {"exact", r.prefetchExact}, {"coverage", r.prefetchCoverage},
+                     {"wasted_mib_per_token", r.prefetchWastedMiBPerToken}, {"dense_io_busy", r.prefetchDenseBusy}};
   if (m.samples.size() > 1) {
     j["samples"] = json::array();
     for (const auto& x : m.samples)
@@ -158,6 +161,7 @@ class SuiteRunner {
     }
     figures_ = json::array();
     if (suite == "budget") budget(doc);
+    else if (suite == "prefetch") prefetch(doc);
     else if (suite == "batch") batch(doc);
     else if (suite == "length") length(doc);
     else if (suite == "ablation") ablation(doc);
@@ -241,10 +245,21 @@ class SuiteRunner {
     std::fflush(stdout);
   }
 
-  void budget(json& doc) {
+  void budget(json& doc) { budgetSweep(doc, "budget", systems({"zipmoe", "zipmoe-prefetch", "zipmoe-noplan", "full-lru"})); }
+
+  // Prefetch: what speculative reads are worth at each budget — with the model's own router, the
+  // next-layer router predictor; on a trace, the oracle at accuracy 0, 0.5, the measured recall and 1.
+  void prefetch(json& doc) {
+    const bool trace = !w_.spec().traceFile.empty();
+    budgetSweep(doc, "prefetch",
+                systems(trace ? std::vector<std::string>{"zipmoe", "zipmoe-prefetch:0", "zipmoe-prefetch:0.5", "zipmoe-prefetch",
+                                                         "zipmoe-prefetch:1", "full-lru"}
+                              : std::vector<std::string>{"zipmoe", "zipmoe-prefetch", "full-lru"}));
+  }
+
+  void budgetSweep(json& doc, const std::string& suite, const std::vector<BenchSystem>& compared) {
     json results = json::array();
     json tpot = json::array(), ttft = json::array();
-    const auto compared = systems({"zipmoe", "zipmoe-noplan", "full-lru"});
     std::vector<std::vector<Measured>> at;  // [budget][system]
     for (size_t i = 0; i < o_.budgets.size(); ++i)
       at.push_back(measure(compared, i, bytesAt(o_.budgets[i]), o_.run, percentText(o_.budgets[i])));
@@ -266,10 +281,10 @@ class SuiteRunner {
     doc["results"] = results;
     const std::string sub = settingsLine(w_, o_, std::to_string(o_.run.tokens) + " tokens, TPOT after " +
                                                      std::to_string(o_.run.warmup) + " warm-up steps");
-    figure("budget", "tpot", {{"kind", "line"}, {"title", "Time per output token vs memory budget — " + w_.spec().label},
+    figure(suite, "tpot", {{"kind", "line"}, {"title", "Time per output token vs memory budget — " + w_.spec().label},
                               {"subtitle", sub}, {"x", {{"label", "Memory budget"}, {"unit", "% of expert bytes"}}},
                               {"y", {{"label", "Time per output token"}, {"unit", "ms"}, {"from_zero", true}}}, {"series", tpot}});
-    figure("budget", "ttft", {{"kind", "line"}, {"title", "Time to first token vs memory budget — " + w_.spec().label},
+    figure(suite, "ttft", {{"kind", "line"}, {"title", "Time to first token vs memory budget — " + w_.spec().label},
                               {"subtitle", sub}, {"x", {{"label", "Memory budget"}, {"unit", "% of expert bytes"}}},
                               {"y", {{"label", "Time to first token (prefill)"}, {"unit", "ms"}, {"from_zero", true}}},
                               {"series", ttft}});
@@ -277,7 +292,7 @@ class SuiteRunner {
 
   void batch(json& doc) {
     json results = json::array(), series = json::array(), tpotSeries = json::array();
-    const auto compared = systems({"zipmoe", "zipmoe-noplan", "full-lru"});
+    const auto compared = systems({"zipmoe", "zipmoe-prefetch", "zipmoe-noplan", "full-lru"});
     std::vector<std::vector<Measured>> at;  // [batch][system]
     for (size_t i = 0; i < o_.batches.size(); ++i) {
       RunSettings run = o_.run;
@@ -317,7 +332,7 @@ class SuiteRunner {
     RunSettings run = o_.run;
     run.tokens = longest;
     run.warmup = std::min(run.warmup, longest - 1);
-    const auto compared = systems({"zipmoe", "full-lru"});
+    const auto compared = systems({"zipmoe", "zipmoe-prefetch", "full-lru"});
     const auto measured = measure(compared, 0, bytesAt(o_.budget), run, std::to_string(longest) + " tokens");
     for (size_t k = 0; k < compared.size(); ++k) {
       const BenchSystem& s = compared[k];
@@ -469,7 +484,7 @@ std::string shellQuote(const std::string& s) {
   return out + "'";
 }
 
-const std::vector<std::string> kSuites = {"budget", "batch", "length", "ablation", "scheduler", "threads"};
+const std::vector<std::string> kSuites = {"budget", "batch", "length", "ablation", "scheduler", "threads", "prefetch"};
 
 const CommandSpec& suiteSpec() {
   static const CommandSpec spec{
@@ -486,7 +501,7 @@ const CommandSpec& suiteSpec() {
        {"--workdir", "DIR", "where generated models and stores are kept (default out/bench)"},
        {"--layers", "N", "layers of a generated workload (2-64)"},
        {"--out", "DIR", "results and figures (default out/bench/suites)"},
-       {"--budgets", "LIST", "budget suite: budgets, each PCT or PCT% (0-100) of the expert bytes (default 5,10,25,50,75)"},
+       {"--budgets", "LIST", "budget and prefetch suites: budgets, each PCT or PCT% (0-100) of the expert bytes (default 5,10,25,50,75)"},
        {"--budget", "PCT", "the other suites' budget, PCT or PCT% (0-100) of the expert bytes (default 25)"},
        {"--systems", "LIST", "compared systems instead of the suite's own (see below)"},
        {"--batches", "LIST", "batch suite: batch sizes (1-1024, default 1,4,16)"},
@@ -505,7 +520,9 @@ const CommandSpec& suiteSpec() {
       1, 1,
       "A budget PCT is PCT % of the model's expert bytes in BF16, the whole budget (working set included), as in\n"
       "`generate --budget PCT%`; a system whose minimum is above it is reported as skipped.\n"
-      "Systems: zipmoe, zipmoe:POOLS (e.g. zipmoe:FS), zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-lru, zipmoe-fifo,\n"
+      "Systems: zipmoe, zipmoe-prefetch (speculative prefetch: the next-layer router, or on a trace the oracle at the\n"
+      "router's measured recall), zipmoe-prefetch:ACC (the oracle at accuracy ACC, on a trace), zipmoe:POOLS (e.g.\n"
+      "zipmoe:FS), zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-lru, zipmoe-fifo,\n"
       "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking."};
   return spec;
 }

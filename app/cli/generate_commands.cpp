@@ -134,10 +134,12 @@ struct Session {
   Tokenizer* tokenizer = nullptr;
   MoeModel* model = nullptr;
   const ChatTemplate* chatTemplate = nullptr;
+  PrefetchPredictor prefetch = PrefetchPredictor::Off;
 };
 
 Session open(const std::filesystem::path& dir, EngineOptions options, const std::optional<BudgetSpec>& budget) {
   Session s;
+  s.prefetch = options.model.prefetch.predictor;
   s.engine = openEngine(dir, std::move(options), budget);
   s.tokenizer = &s.engine->tokenizer();
   s.model = &s.engine->model();
@@ -177,6 +179,7 @@ TurnStats reply(Session& s, ChatSession& chat, const std::string& message, const
   if (interrupted->load()) std::fprintf(stderr, "[interrupted]\n");
   printStats(turn);
   if (s.engine->runtime()) std::fprintf(stderr, "%s\n", describeRuntime(*s.engine->runtime()).c_str());
+  if (const std::string a = describePrefetchAccuracy(*s.model, s.prefetch); !a.empty()) std::fprintf(stderr, "%s\n", a.c_str());
   return turn;
 }
 

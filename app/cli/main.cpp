@@ -78,6 +78,7 @@ constexpr const char* kUsage =
     "  bench report DIR [OPTIONS]         the suites' results in DIR as Markdown tables\n"
     "  bench compare DIR_A DIR_B [OPTIONS]  a rerun beside an earlier run: change of every figure\n"
     "  bench tokenizer MODEL --text FILE  encode and decode speed of a model's tokenizer\n"
+    "  bench prefetch-accuracy MODEL --text FILE  how well the prefetch predictors name the next experts\n"
     "  bench planner [OPTIONS]            time to plan every layer's pool split at several budgets\n"
     "  bench chat MODEL [OPTIONS]         time to first token per turn, with and without KV-cache reuse\n"
     "  bench kernels [OPTIONS]            memory read bandwidth and the BF16 GEMV kernels' speed\n"
@@ -87,7 +88,7 @@ constexpr const char* kUsage =
     "  chat MODEL [OPTIONS]               interactive chat on stdin (/exit, /reset, /system TEXT)\n"
     "  train-demo --corpus FILE --out DIR [OPTIONS]  train the demo MoE model (BPE + Mixtral) on a corpus\n"
     "\n"
-    "codecs: huffman (default), zstd[:LEVEL], lz4[:ACCEL], lz4hc[:LEVEL], raw\n"
+    "codecs: huffman8 (default), huffman, zstd[:LEVEL], lz4[:ACCEL], lz4hc[:LEVEL], raw\n"
     "--budget SIZE|PCT% (generate, chat; PCT in bench): PCT % of the model's expert bytes in BF16, 0 < PCT <= 100,\n"
     "  the whole budget with the runtime's working set in it; a budget below the runtime's minimum is refused.\n";
 
@@ -97,10 +98,11 @@ constexpr const char* kBenchUsage =
     "sub-commands:\n"
     "  codec STORE            every exponent codec on a sample of a store's expert tensors\n"
     "  runtime                ZipMoE vs full-tensor offloading at several budgets\n"
-    "  suite NAME             the paper's evaluation: budget, batch, length, ablation, scheduler, threads, all\n"
+    "  suite NAME             the paper's evaluation: budget, batch, length, ablation, scheduler, threads, prefetch, all\n"
     "  report DIR             the suites' results in DIR as Markdown tables\n"
     "  compare DIR_A DIR_B    a rerun beside an earlier run: the change of every figure\n"
     "  tokenizer MODEL        encode and decode speed of a model's tokenizer on a text\n"
+    "  prefetch-accuracy MODEL  the prefetch predictors' accuracy on held-out text\n"
     "  planner                time to plan every layer's pool split at several budgets\n"
     "  chat MODEL             time to first token per turn, with and without KV-cache reuse\n"
     "  kernels                memory read bandwidth and the BF16 GEMV kernels' speed\n";
@@ -152,6 +154,7 @@ int dispatch(const std::string& command, Args args) {
     if (which == "codec") return runBenchCodec(args);
     if (which == "runtime") return runBenchRuntime(args);
     if (which == "tokenizer") return runBenchTokenizer(args);
+    if (which == "prefetch-accuracy") return runBenchPrefetchAccuracy(args);
     if (which == "planner") return runBenchPlanner(args);
     if (which == "chat") return runBenchChat(args);
     if (which == "kernels") return runBenchKernels(args);

@@ -75,6 +75,9 @@ const std::vector<OptionSpec>& runtimeOptionSpecs() {
       {"--workers", "L", "decompression workers (1-256)"},
       {"--buffered", "", "page-cache reads instead of O_DIRECT"},
       {"--profile", "FILE", "the cost profile (default STORE/profile.json)"},
+      {"--prefetch", "PREDICTOR", "speculative expert prefetch: router, previous, table (with --prefetch-table), oracle[:ACCURACY] (with --replay-trace) or off"},
+      {"--prefetch-slots", "N", "experts read ahead at once (0-4096; default 2 × top-k with --prefetch), inside the budget"},
+      {"--prefetch-table", "FILE", "the expert token table of --prefetch table (written by bench prefetch-accuracy)"},
       {"--replay-trace", "TSV", "force each token's routing from an activation trace"},
       {"--trace-prompt", "N", "the trace's prompt to replay (default 0)"},
   };
@@ -120,6 +123,38 @@ std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOpt
     r.readMode = ReadMode::Buffered;
     any = true;
   }
+  if (const auto v = line.text("--prefetch")) {
+    PrefetchOptions& p = engine.model.prefetch;
+    const size_t colon = v->find(':');
+    p.predictor = parsePrefetchPredictor(v->substr(0, colon));
+    if (colon != std::string::npos) {
+      if (p.predictor != PrefetchPredictor::Oracle)
+        throw Error("option --prefetch " + *v + ": only oracle takes an accuracy (oracle:0.5)");
+      char* end = nullptr;
+      const std::string acc = v->substr(colon + 1);
+      p.oracleAccuracy = std::strtod(acc.c_str(), &end);
+      if (acc.empty() || *end != '\0' || !(p.oracleAccuracy >= 0 && p.oracleAccuracy <= 1))
+        throw Error("option --prefetch " + *v + ": the oracle's accuracy must be a number in [0, 1], got '" + acc + "'");
+    }
+    if (p.predictor == PrefetchPredictor::Oracle && !line.has("--replay-trace"))
+      throw Error("option --prefetch oracle knows the routing only from a replayed trace: give --replay-trace TSV");
+    if (p.predictor == PrefetchPredictor::TokenTable) {
+      const auto table = line.text("--prefetch-table");
+      if (!table) throw Error("option --prefetch table needs --prefetch-table FILE");
+      p.table = ExpertTokenTable::load(*table);
+    }
+    if (p.predictor != PrefetchPredictor::Off) r.prefetchSlots = -1;  // auto, when a runtime runs
+  }
+  if (line.has("--prefetch-table") && engine.model.prefetch.predictor != PrefetchPredictor::TokenTable)
+    throw Error("option --prefetch-table is for --prefetch table");
+  if (line.has("--prefetch-slots")) {
+    r.prefetchSlots = line.integer<int>("--prefetch-slots", 0, 4096, 0);
+    any = true;
+  }
+  if (r.mode == OffloadMode::FullTensor && r.prefetchSlots != 0) {
+    if (line.has("--prefetch-slots")) throw Error("option --prefetch-slots: the full-tensor baseline does not prefetch");
+    r.prefetchSlots = 0;  // the predictor still runs (its accuracy is printed)
+  }
   if (const auto v = line.text("--profile")) engine.profilePath = *v;
   if (const auto v = line.text("--replay-trace")) engine.replayTrace = *v;
   if (line.has("--trace-prompt")) {
@@ -159,6 +194,18 @@ std::unique_ptr<Engine> openEngine(const std::filesystem::path& dir, EngineOptio
   return engine;
 }
 
+std::string describePrefetchAccuracy(const MoeModel& model, PrefetchPredictor predictor) {
+  const PrefetchAccuracy a = model.prefetchAccuracy();
+  uint64_t n = 0;
+  for (const auto& l : a.layers) n += l.predictions;
+  if (n == 0) return {};
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "[prefetch predictor %s: exact %.1f%%, recall %.1f%%, precision %.1f%% over %llu predictions]",
+                prefetchPredictorName(predictor), 100.0 * a.exactShare(), 100.0 * a.recall(), 100.0 * a.precision(),
+                static_cast<unsigned long long>(n));
+  return buf;
+}
+
 std::string describeRuntime(const ExpertRuntime& rt) {
   const RuntimeStats s = rt.stats();
   const auto mib = [](uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
@@ -196,6 +243,16 @@ std::string describeRuntime(const ExpertRuntime& rt) {
   std::snprintf(buf, sizeof buf, "; %llu replans, last %.2f ms", static_cast<unsigned long long>(s.replans),
                 s.lastReplanSeconds * 1e3);
   out += buf;
+  if (rt.options().prefetchSlots != 0) {
+    const double demand = static_cast<double>(s.prefetchUsefulBytes + s.bytesRead);
+    std::snprintf(buf, sizeof buf,
+                  "; prefetch: %llu experts hinted, %.1f MiB read ahead, %.1f MiB used (%.1f%% of the reads a layer needed), "
+                  "%.1f MiB wasted, I/O busy %.0f%% of the dense time",
+                  static_cast<unsigned long long>(s.prefetchHintedExperts), mib(s.prefetchedBytes), mib(s.prefetchUsefulBytes),
+                  demand > 0 ? 100.0 * static_cast<double>(s.prefetchUsefulBytes) / demand : 0.0, mib(s.prefetchWastedBytes),
+                  s.denseSeconds > 0 ? 100.0 * s.prefetchDenseSeconds / s.denseSeconds : 0.0);
+    out += buf;
+  }
   if (s.planFailures)
     out += "; " + std::to_string(s.planFailures) + " replans failed (the previous plan stayed), last: " + s.lastPlanError;
   return out + "]";

@@ -50,5 +50,8 @@ std::unique_ptr<Engine> openEngine(const std::filesystem::path& dir, EngineOptio
                                    const std::optional<BudgetSpec>& budget);
 // A one-paragraph summary of the runtime's state after a run (pools, hits, bytes, makespans).
 std::string describeRuntime(const ExpertRuntime& runtime);
+// "[prefetch predictor router: exact 41.2%, recall 70.3%, precision 70.3% over N predictions]", or
+// empty when the model has made no prediction.
+std::string describePrefetchAccuracy(const MoeModel& model, PrefetchPredictor predictor);
 
 }  // namespace zipmoe::cli

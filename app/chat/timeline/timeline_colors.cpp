@@ -18,6 +18,7 @@ QColor traceOpColor(TraceOp op) {
     case TraceOp::ExpertCompute: return QColor(0xd6, 0x27, 0x28);  // red
     case TraceOp::Dense: return QColor(0xe3, 0x77, 0xc2);          // pink
     case TraceOp::Stall: return QColor(0xbc, 0xbd, 0x22);          // olive
+    case TraceOp::Prefetch: return QColor(0x7f, 0x7f, 0x7f);       // grey
   }
   return QColor(0x7f, 0x7f, 0x7f);
 }
@@ -34,6 +35,7 @@ QString traceOpDisplayName(TraceOp op) {
     case TraceOp::ExpertCompute: return QCoreApplication::translate("TraceOp", "expert");
     case TraceOp::Dense: return QCoreApplication::translate("TraceOp", "dense");
     case TraceOp::Stall: return QCoreApplication::translate("TraceOp", "stall");
+    case TraceOp::Prefetch: return QCoreApplication::translate("TraceOp", "prefetch");
   }
   return QStringLiteral("?");
 }

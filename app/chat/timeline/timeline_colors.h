@@ -16,7 +16,7 @@
 namespace zipmoe::app {
 
 // Number of TraceOp values (ReadSM .. Stall); the legend lists them in this order.
-inline constexpr int kTraceOpCount = static_cast<int>(TraceOp::Stall) + 1;
+inline constexpr int kTraceOpCount = static_cast<int>(TraceOp::Prefetch) + 1;
 
 QColor traceOpColor(TraceOp op);
 // The op's name for people ("read SM", "decompress", …), through QCoreApplication::translate.

@@ -85,8 +85,11 @@ class TraceRouting : public RoutingOverride {
   // See RoutingOverride. Throws zipmoe::Error for a layer out of range, a k other than the
   // constructor's, or out.size() != tokens × k.
   void choose(int moeLayer, int64_t tokens, int k, std::span<int64_t> out) override;
+  // Draws the next choice of the layer now and keeps it for its choose() (same draws as without).
+  bool peek(int moeLayer, int64_t tokens, int k, std::span<int64_t> out) override;
 
  private:
+  void draw(int moeLayer, int64_t tokens, int k, std::span<int64_t> out);
   struct Pool {
     std::vector<uint32_t> remaining;  // the counts still to be drawn; empty = restart from the row
     uint64_t total = 0;               // their sum
@@ -102,6 +105,7 @@ class TraceRouting : public RoutingOverride {
   std::vector<Pool> pools_;                      // [MoE layer]
   std::vector<std::vector<uint64_t>> fallback_;  // [MoE layer][expert]: all prompts' counts + 1
   std::vector<char> picked_;                     // scratch, [expert]
+  std::vector<std::vector<int64_t>> peeked_;     // [MoE layer]: a drawn choice not yet chosen
 };
 
 }  // namespace zipmoe

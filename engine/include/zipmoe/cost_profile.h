@@ -8,12 +8,24 @@
 // the engine's profiler (zipmoe profile) which fills computeBase / computePerToken.
 // A profile names the machine (host name, CPU model, cores) and the store (checksum of its manifest)
 // it was measured on; checkProfile rejects one from elsewhere with a message naming both.
-// Thread-safety: free functions. Cost: measureCostProfile reads `samples` chunks of each kind.
+//
+// Contention (profile version 2): on a machine where the model computes on the same cores as the
+// decompression workers, each slows the other. measureContention runs L threads decoding the
+// store's real E-chunks in a loop (what the runtime's workers do) and times, meanwhile, the model's
+// expert FFN (a callback: the FFN needs libtorch, the engine's profiler passes it), one E-chunk's
+// decompression and one whole-tensor read. The planner turns these into its contention term
+// (zipmoe/pool_planner.h, estimateMakespan). A version-1 file loads with no contention figures (the
+// paper's cost model); loadMatchingProfile reports it as not fitting, so that the engine and the
+// benches re-measure it.
+// Thread-safety: free functions. Cost: measureCostProfile reads `samples` chunks of each kind;
+// measureContention runs for about (L + 2) × `reps` FFN calls plus `reps` reads.
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "zipmoe/store.h"
 
@@ -28,15 +40,35 @@ struct CostProfile {
   double recover = 0;     // one tensor merged on one core
   double fullRead = 0;    // one whole BF16 tensor (baselines)
   double computeBase = 0, computePerToken = 0;  // expert FFN: a + b·tokens
+  double tensorRead = 0;  // one tensor's K E-chunks + SM-chunk in one request (a coalesced miss); 0 = not measured
+  // Contention, measured by measureContention (all empty / 0 when not measured: no contention).
+  int contentionWorkers = 0;               // L, the busy decoders of the last figure below
+  std::vector<double> computeBusy;         // [w], w = 0..L: one expert FFN (1 token) with w decoders busy
+  double decompressBusy = 0;               // one E-chunk decoded by one of L workers while the FFN runs
+  double fullReadBusy = 0;                 // a whole BF16 tensor read while L decoders are busy
   std::string host;       // machine identity: hostname, CPU model, cores
   std::string storeId;    // the store it was measured on (manifest checksum)
   std::string readMode;   // "direct" or "buffered"
   double expertCompute(int tokens) const { return computeBase + computePerToken * tokens; }
+  bool hasContention() const { return contentionWorkers > 0 && computeBusy.size() == static_cast<size_t>(contentionWorkers) + 1; }
+  // Ratios ≥ 1 (1 when not measured): FFN with L busy decoders / alone, decompression with the
+  // FFN running / alone, a whole-tensor read with busy decoders / alone.
+  double computeSlowdown() const;
+  double decompressSlowdown() const;
+  double readSlowdown() const;
 };
+
+inline constexpr int kCostProfileVersion = 2;
 
 std::string hostIdentity();
 std::string storeIdentity(const Store& store);  // "crc32c:XXXXXXXX size:N" of manifest.json
 CostProfile measureCostProfile(const Store& store, ReadMode mode, int samples = 24);
+// Fills profile's contention figures with `workers` (≥ 1) busy decoder threads. `computeOnce` runs
+// one expert FFN for one token and returns its seconds (empty: computeBusy is left empty and the
+// decompression is timed against a spinning thread instead). Each figure is the median of `reps`.
+// REQUIRES: profile.decompress and profile.fullRead measured (measureCostProfile).
+void measureContention(CostProfile& profile, const Store& store, ReadMode mode, int workers,
+                       const std::function<double()>& computeOnce, int reps = 9);
 // Throws zipmoe::Error naming the file and the mismatching field (host, store, read mode).
 void checkProfile(const CostProfile& profile, const Store& store, ReadMode mode, const std::string& what);
 void saveCostProfile(const CostProfile& profile, const std::filesystem::path& path);

@@ -48,6 +48,14 @@ class ExpertProvider {
   virtual ~ExpertProvider() = default;
   // `layer` is the MoE layer index (0 .. number of MoE layers − 1).
   virtual std::unique_ptr<ExpertBatch> acquire(int layer, std::span<const ExpertRequest> requests) = 0;
+  // A hint: these experts of MoE layer `layer` will probably be requested by the next acquire() of
+  // that layer (most likely first). A provider may read them ahead while the model computes; it
+  // must never change what acquire() delivers (a wrong guess costs only I/O). Call it after the
+  // current layer's acquire(). The default ignores it.
+  virtual void prefetch(int layer, std::span<const int> experts) {
+    (void)layer;
+    (void)experts;
+  }
   virtual int numLayers() const = 0;
   virtual int numExperts() const = 0;
   // Shape [rows, cols] of tensor kind `kind` (the same for every expert of a model).

@@ -62,6 +62,17 @@ struct RuntimeStats {
                                       // runs (a running layer's experts may exceed a budget that
                                       // shrank meanwhile until the layer ends)
   uint64_t droppedTraceEvents = 0;
+  // Speculative prefetch (RuntimeOptions::prefetchSlots > 0). Hinted: experts the model named;
+  // prefetched: bytes the prefetch reads brought in; useful: of those, bytes a layer then used
+  // instead of reading them; wasted: bytes of guesses no layer used. Coverage of the demand =
+  // useful / (useful + bytesRead). prefetchHitExperts: requested experts that found at least one
+  // tensor part prefetched. denseSeconds: the model's time between expert batches;
+  // prefetchDenseSeconds: the I/O thread's prefetch reading while no batch ran (busy share of the
+  // dense windows = prefetchDenseSeconds / denseSeconds). Activation counts, hits and misses are
+  // the same with prefetch on and off (a prefetched expert still counts as the miss it was).
+  uint64_t prefetchHintedExperts = 0, prefetchHitExperts = 0;
+  uint64_t prefetchedBytes = 0, prefetchUsefulBytes = 0, prefetchWastedBytes = 0, prefetchFailedReads = 0;
+  double denseSeconds = 0, prefetchDenseSeconds = 0;
   // Replans that failed (the planner threw): the previous plan stays in force. lastPlanError is
   // the latest failure's message, empty when none failed.
   uint64_t planFailures = 0;
@@ -95,6 +106,8 @@ class ExpertRuntime : public ExpertProvider {
   virtual void loadActivationCounts(const ActivationCounts& counts) = 0;
   // Blocks until a pending replan has been computed (tests, benchmarks).
   virtual void waitForPlan() = 0;
+  // Blocks until every prefetch read queued so far has finished (tests, benchmarks).
+  virtual void waitForPrefetch() = 0;
   virtual const RuntimeOptions& options() const = 0;
 };
 

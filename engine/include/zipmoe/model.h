@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "zipmoe/expert_prefetch.h"
 #include "zipmoe/expert_provider.h"
 #include "zipmoe/model_config.h"
 #include "zipmoe/routing_override.h"
@@ -43,6 +44,9 @@ struct ModelOptions {
   // TraceRouting replaying a real model's activation trace, for realistic load on a generated model)
   // and the router only weighs them by the family's rule; choose() is called from the model's thread.
   std::shared_ptr<RoutingOverride> routing;
+  // Speculative prefetch: which predictor names each next MoE layer's probable experts to the
+  // provider (ExpertProvider::prefetch); see zipmoe/expert_prefetch.h. Never changes results.
+  PrefetchOptions prefetch;
 };
 
 class MoeModel {
@@ -76,6 +80,12 @@ class MoeModel {
   // computed, the LM head): for a decode step, the bytes a token touches — divided by the machine's
   // read bandwidth, the floor of its time (`zipmoe bench kernels`). 0 before the first forward.
   virtual uint64_t lastForwardWeightBytes() const = 0;
+  // How well the prefetch predictor (ModelOptions::prefetch) has named each MoE layer's experts
+  // so far; empty layers when prefetching is off.
+  virtual PrefetchAccuracy prefetchAccuracy() const = 0;
+  // Replaces the prefetch options (ModelOptions::prefetch) and restarts the accuracy count. Throws
+  // zipmoe::Error, changing nothing, when the predictor lacks what it needs.
+  virtual void setPrefetch(const PrefetchOptions& options) = 0;
 };
 
 }  // namespace zipmoe

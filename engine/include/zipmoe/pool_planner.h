@@ -23,6 +23,18 @@ namespace zipmoe::plan {
 // Pools, PoolMask, kNumPools, kAllPools: zipmoe/pools.h.
 
 // Measured costs (seconds) of the operations on one expert *tensor*, from the profiler.
+//
+// Every field after `recover` is our addition to the paper's model, and each is off at its default
+// (0): with all of them 0 the estimate is the paper's Algorithm 3 (with `recover` 0: exactly).
+//   missRead    one request for a missed tensor's K E-chunks and SM-chunk (coalesced reads, as the
+//               runtime issues them); 0 = the paper's u + K·v.
+//   fullRead    one request for the whole BF16 tensor from the HF checkpoint (a *raw* miss: no
+//               decompression, no recovery); 0 = raw misses are not available.
+//   compute     the expert FFN of one expert for one token, on the model's threads, alone.
+//   computeSlowdown   that FFN's time while the L decompression workers are busy, over its time alone.
+//   decodeSlowdown    decompression / recovery time while the model computes, over their time alone.
+//   ioSlowdown        a read's time while the workers are busy, over its time alone.
+// A slowdown of 0 or below 1 counts as 1 (no contention).
 struct CostModel {
   double u = 0;        // read one SM-chunk
   double v = 0;        // read one E-chunk
@@ -31,6 +43,12 @@ struct CostModel {
   int threads = 1;     // L, decompression workers
   int shards = 1;      // K, E-chunks per tensor
   int tensorsPerExpert = 3;  // n
+  double missRead = 0;
+  double fullRead = 0;
+  double compute = 0;
+  double computeSlowdown = 0;
+  double decodeSlowdown = 0;
+  double ioSlowdown = 0;
 };
 
 // Rank-based marginal inclusion probabilities f_r from activation counts of one layer: the counts
@@ -58,9 +76,26 @@ std::vector<double> selectionProbabilities(std::span<const double> f, int k, int
 std::vector<double> hitDistribution(std::span<const double> q, int maxHits);
 
 // Algorithm 3: estimated sparse-layer makespan for hit pattern hits[p] (experts of the k selected
-// that were found in pool p; hits of disabled pools are 0) — max{T_I/O, T_decomp} as in the paper,
-// and, our addition, max with T_recover = n · (k − h_F) · recover when cost.recover > 0.
-double estimateMakespan(int k, const std::array<int, kNumPools>& hits, const CostModel& cost);
+// that were found in pool p; hits of disabled pools are 0; m = k − Σ hits are misses). With
+// n tensors per expert, K shards, L workers:
+//   reads     n_SM = n·(h_E + m'),  n_E = n·K·(h_S + m'),  n_D = n·K·(k − h_F − m_raw)
+//             where m' = m for ZipMoE misses and 0 for raw misses (m_raw = m when `rawMisses`)
+//   T_I/O     = n_SM·u + n_E·v                        (paper; with missRead > 0 the misses' part is
+//                                                      n·m·missRead instead), + n·m·fullRead for raw misses
+//   T_decomp  = (n_E·v + n_D·c) / L                   (paper)
+//   T_recover = n·(k − h_F − m_raw)·recover           (ours; 0 when recover = 0)
+// The paper's estimate is max{T_I/O, T_decomp, T_recover}. Our contention term, for machines where
+// the model computes on the same cores as the decompression workers (docs/RUNTIME.md, "A planner
+// that knows the machine has two cores"): let B = max{T_decomp, T_recover} (the time the workers and
+// the recovery stream are busy, alone), X = k·compute (the layer's expert FFNs, alone) and
+// O = min{X, B} (the time both run at once). Then
+//   busy      = B + (decodeSlowdown − 1)·O            (the workers run slower while the model computes)
+//   penalty   = (computeSlowdown − 1)·O               (the FFNs run slower while the workers decode)
+//   T_I/O'    = T_I/O · ioSlowdown when B > 0, else T_I/O
+//   estimate  = max{T_I/O', busy} + penalty.
+// With every contention figure 0 (or 1) this is exactly the paper's max{T_I/O, T_decomp, T_recover}.
+// A layer that needs no CPU work (F hits and raw misses only) costs its reads alone.
+double estimateMakespan(int k, const std::array<int, kNumPools>& hits, const CostModel& cost, bool rawMisses = false);
 
 struct LayerPlanInput {
   std::vector<double> f;  // rank-frequency, non-increasing, Σ = k
@@ -76,12 +111,17 @@ struct LayerPlan {
   std::array<double, kNumPools> ratio{};  // γ_p, Σ over enabled pools = 1 (all 0 if budget holds no expert)
   std::array<int, kNumPools> capacity{};  // S_p = floor(γ_p · budget / bytesPerExpert_p), capped so Σ S_p ≤ N
   double expectedMakespan = 0;            // Algorithm 4's minimum cost
+  // Serve this layer's misses by raw reads of the whole BF16 tensor (cost.fullRead) instead of
+  // reading and decoding the store's chunks. Only chosen when cost.fullRead > 0.
+  bool rawMisses = false;
 };
 
 // Algorithm 4 for one layer: enumerates every ratio vector on the δ-grid over the enabled pools,
 // packs the pools onto ranks in F, C, S, E order, and returns the one with the least expected
 // makespan (ties: the earlier in enumeration order, which starts from all-F). The expectation is
-// over hit patterns with Σ h_p ≤ k weighted by Φ_M(k_rem) / Φ_N(k) · Π Φ_p(h_p).
+// over hit patterns with Σ h_p ≤ k weighted by Φ_M(k_rem) / Φ_N(k) · Π Φ_p(h_p). When
+// cost.fullRead > 0 every grid point is also costed with raw misses, and the cheaper of the two
+// (ZipMoE misses on a tie) is that point's cost; the plan records which (LayerPlan::rawMisses).
 LayerPlan planLayer(const LayerPlanInput& input);
 
 // Plans every layer (each with its own rank-frequency list and budgetBytes = total / layers) and

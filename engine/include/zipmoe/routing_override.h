@@ -23,6 +23,16 @@ class RoutingOverride {
   // Writes out[t × k + j], j = 0 .. k−1: the k distinct experts of token t, ascending. The model
   // throws zipmoe::Error when they are not (out of range, repeated or unsorted).
   virtual void choose(int moeLayer, int64_t tokens, int k, std::span<int64_t> out) = 0;
+  // Look-ahead for an oracle prefetch predictor: writes what the next choose() at `moeLayer` with
+  // the same `tokens` will write (and that choose() then writes exactly that), without changing
+  // anything else. Returns false when the override cannot look ahead (the default).
+  virtual bool peek(int moeLayer, int64_t tokens, int k, std::span<int64_t> out) {
+    (void)moeLayer;
+    (void)tokens;
+    (void)k;
+    (void)out;
+    return false;
+  }
 };
 
 }  // namespace zipmoe

@@ -26,6 +26,11 @@ namespace zipmoe {
 
 enum class OffloadMode { ZipMoE, FullTensor };
 
+// ZipMoE: how a miss is served when a checkpoint is given (RuntimeOptions::checkpointDir): by the
+// store's chunks (read, decompress, recover), or by a raw read of the whole BF16 tensor from the
+// checkpoint (no CPU work). Planned: the planner decides per layer from the measured costs.
+enum class RawMisses { Planned, Never, Always };
+
 // ZipMoE's own rule evicts the least frequently activated member of a pool; the others replace it.
 enum class EvictionPolicy { LeastFrequent, Lru, Fifo, Lfu, Marking };
 const char* evictionPolicyName(EvictionPolicy p);               // "zipmoe", "lru", ...
@@ -84,10 +89,17 @@ struct RuntimeOptions {
   bool coalesceReads = true;
   int outputSlots = 3;             // recovered experts waiting for / used by the model
   int stagingSlots = 3;            // experts whose chunks are in flight at once
+  // Speculative prefetch (ZipMoE mode): slots, each holding one expert's stored chunks (E + SM of
+  // every tensor), for the experts the model hints (ExpertProvider::prefetch) of a layer not yet
+  // acquired. Counted in the working set, so inside the budget. 0 = no prefetching; −1 = twice the
+  // model's top-k (ZipMoE mode; none for the full-tensor baseline).
+  int prefetchSlots = 0;
   int replanEverySteps = 64;       // re-plan from the growing history; 0 = only on budget changes
   double gridStep = 0.05;          // δ of Algorithm 4
   size_t traceCapacity = 1 << 18;  // events; 0 = no tracing
-  std::filesystem::path checkpointDir;  // FullTensor: the HF directory with the BF16 safetensors
+  std::filesystem::path checkpointDir;  // FullTensor: the HF directory with the BF16 safetensors;
+                                        // ZipMoE: when set, misses may be raw reads from it (rawMisses)
+  RawMisses rawMisses = RawMisses::Planned;  // ZipMoE with a checkpointDir; Always needs one
   // Activation history to plan from at open (e.g. the app's database); a shape different from the
   // model's is an error.
   std::optional<ActivationCounts> history;

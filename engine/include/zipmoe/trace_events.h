@@ -1,7 +1,7 @@
 // Trace events — what the expert runtime did, when, and on which lane.
 //
 // Every operation of the runtime (reading an SM- or E-chunk, decompressing, recovering a tensor,
-// reading a whole BF16 tensor in the baselines, an expert's FFN, the dense part of a layer between
+// reading a whole BF16 tensor in the baselines, a speculative prefetch read, an expert's FFN, the dense part of a layer between
 // two expert batches) is recorded as one TraceEvent into a TraceBuffer: a bounded, lock-free
 // multi-producer ring that the app drains from its own thread. When the ring is full new events are
 // dropped and counted (recording never blocks the runtime). writeChromeTrace turns drained events
@@ -30,6 +30,7 @@ enum class TraceOp : uint8_t {
   ExpertCompute,  // one expert's FFN over its tokens (model thread)
   Dense,          // attention, router and shared experts between two expert batches (model thread)
   Stall,          // the model thread waiting for an expert
+  Prefetch,       // a speculative read of a later layer's expert tensor (E-chunks or SM-chunk)
 };
 const char* traceOpName(TraceOp op);
 

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 
 #include "cache/expert_cache.h"
@@ -20,6 +21,8 @@
 #include "experts/zipmoe_strategy.h"
 #include "sched/executor.h"
 #include "zipmoe/error.h"
+
+#include <nlohmann/json.hpp>
 
 namespace zipmoe {
 namespace {
@@ -52,11 +55,17 @@ double measuredLowerBound(const sched::LayerJob& job, int shards, int workers) {
   return std::max({io, dec / L, compute, z, rec});
 }
 
-RuntimeOptions resolved(RuntimeOptions o) {
+RuntimeOptions resolved(RuntimeOptions o, const Store& store) {
+  if (o.prefetchSlots == -1 && o.mode == OffloadMode::ZipMoE)
+    o.prefetchSlots = 2 * std::max(1, static_cast<int>(store.manifest().config->value("num_experts_per_tok", 1)));
+  if (o.prefetchSlots == -1) o.prefetchSlots = 0;
   if (o.mode == OffloadMode::FullTensor && o.eviction == EvictionPolicy::LeastFrequent) o.eviction = EvictionPolicy::Lru;
   if (o.decompressWorkers <= 0) o.decompressWorkers = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   if (o.outputSlots < 1) throw Error("expert runtime: outputSlots must be at least 1");
   if (o.stagingSlots < 1) throw Error("expert runtime: stagingSlots must be at least 1");
+  if (o.prefetchSlots < -1) throw Error("expert runtime: prefetchSlots must be ≥ 0 (or −1: twice the model's top-k)");
+  if (o.prefetchSlots > 0 && o.mode != OffloadMode::ZipMoE)
+    throw Error("expert runtime: prefetchSlots needs ZipMoE mode (the full-tensor baseline does not prefetch)");
   if (o.tolerance < 0) throw Error("expert runtime: tolerance δ must be ≥ 0");
   if (o.pools == 0 || o.pools > kAllPools) throw Error("expert runtime: the pool subset must enable at least one of F, C, S, E");
   if (!o.budget.isSet()) throw Error("expert runtime: no memory budget given (RuntimeOptions::budget)");
@@ -66,14 +75,20 @@ RuntimeOptions resolved(RuntimeOptions o) {
 class Runtime final : public ExpertRuntime {
  public:
   Runtime(std::shared_ptr<const Store> store, const RuntimeOptions& options, const CostProfile& profile)
-      : store_(std::move(store)), options_(resolved(options)), epoch_(Clock::now()), sizes_(*store_) {
+      : store_(std::move(store)), options_(resolved(options, *store_)), epoch_(Clock::now()), sizes_(*store_) {
     if (options_.mode == OffloadMode::ZipMoE)
       strategy_ = std::make_unique<experts::ZipMoeStrategy>(*store_, sizes_, options_, profile);
     else
       strategy_ = std::make_unique<experts::FullTensorStrategy>(*store_, sizes_, options_);
     const sched::SlotLayout staging = strategy_->stagingLayout(), output = strategy_->outputLayout();
     workingSet_ = static_cast<uint64_t>(staging.count) * staging.slotBytes +
-                  static_cast<uint64_t>(output.count) * output.slotBytes;
+                  static_cast<uint64_t>(output.count) * output.slotBytes +
+                  static_cast<uint64_t>(options_.prefetchSlots) * sizes_.prefetchSlotBytes();
+    slots_.resize(static_cast<size_t>(options_.prefetchSlots));  // resolved: −1 became 2 × top-k
+    for (PrefetchSlot& slot : slots_) {
+      slot.e.resize(static_cast<size_t>(sizes_.kinds()));
+      slot.sm.resize(static_cast<size_t>(sizes_.kinds()));
+    }
     const uint64_t budget = options_.budget.resolve(workingSet_, sizes_.expertBytes());
     if (options_.traceCapacity > 0) trace_ = std::make_unique<TraceBuffer>(options_.traceCapacity);
     cache_ = std::make_unique<cache::ExpertCache>(sizes_.layers(), sizes_.experts(), options_.eviction,
@@ -131,6 +146,10 @@ class Runtime final : public ExpertRuntime {
     std::lock_guard lock(cacheMutex_);
     if (layer == 0 && started_) ++token_;
     started_ = true;
+    if (lastBatchEnd_) {
+      std::lock_guard statsLock(statsMutex_);
+      stats_.denseSeconds += seconds(now - *lastBatchEnd_);
+    }
     if (lastBatchEnd_ && trace_) {  // the model's dense work between the last layer and this one
       TraceEvent ev;
       ev.startNs = ns(*lastBatchEnd_);
@@ -153,15 +172,47 @@ class Runtime final : public ExpertRuntime {
     job->start = now;
     auto kept = std::make_shared<std::vector<Keep>>();
     experts::JobCounts counts;
-    const experts::LayerRequest request{layer, requests, plan_.pools, useClock_};
+    std::vector<experts::PrefetchedParts> prefetched = takePrefetched(layer, requests);
+    const experts::LayerRequest request{layer, requests, prefetched, plan_.pools, useClock_};
     const double predicted = strategy_->buildJob(*cache_, request, *job, *kept, counts);
     {
       std::lock_guard statsLock(statsMutex_);
+      for (const experts::PrefetchedParts& p : prefetched) {
+        stats_.prefetchUsefulBytes += p.usedBytes;
+        stats_.prefetchWastedBytes += slots_[static_cast<size_t>(slotOf(layer, p.expert))].doneBytes - p.usedBytes;
+        if (p.usedBytes > 0) ++stats_.prefetchHitExperts;
+      }
       stats_.activations += counts.activations;
       for (size_t p = 0; p < kNumPools; ++p) stats_.hits[p] += counts.hits[p];
       stats_.misses += counts.misses;
     }
     return executor_->run(job, [this, kept, predicted](sched::LayerJob& done) { endJob(done, *kept, predicted); });
+  }
+
+  void prefetch(int layer, std::span<const int> experts) override {
+    if (slots_.empty()) return;
+    if (layer < 0 || layer >= sizes_.layers())
+      throw Error("expert runtime: prefetch hint for MoE layer " + std::to_string(layer) + " out of range (0.." +
+                  std::to_string(sizes_.layers() - 1) + ")");
+    for (int e : experts)
+      if (e < 0 || e >= sizes_.experts())
+        throw Error("expert runtime: prefetch hint for expert " + std::to_string(e) + " out of range (0.." +
+                    std::to_string(sizes_.experts() - 1) + ")");
+    std::lock_guard lock(cacheMutex_);
+    {
+      std::lock_guard statsLock(statsMutex_);
+      stats_.prefetchHintedExperts += experts.size();
+    }
+    hint_.layer = layer;
+    hint_.experts.assign(experts.begin(), experts.end());
+    hint_.consumed = false;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      const PrefetchSlot& slot = slots_[i];
+      if (slot.state == SlotState::Assigned &&
+          (slot.layer != layer || std::find(experts.begin(), experts.end(), slot.expert) == experts.end()))
+        releaseSlot(static_cast<int>(i));
+    }
+    assignSlots();
   }
 
   // ExpertRuntime -------------------------------------------------------------------------------
@@ -198,6 +249,10 @@ class Runtime final : public ExpertRuntime {
     s.budgetBytes = plan_.budget;
     s.heldBytes = workingSet_ + cache_->totalUsedBytes();
     s.droppedTraceEvents = trace_ ? trace_->dropped() : 0;
+    const sched::PrefetchCounters pc = executor_->prefetchCounters();
+    s.prefetchedBytes = pc.bytesRead;
+    s.prefetchFailedReads = pc.failures;
+    s.prefetchDenseSeconds = pc.secondsOutsideJobs;
     return s;
   }
 
@@ -221,6 +276,7 @@ class Runtime final : public ExpertRuntime {
   }
 
   void waitForPlan() override { replanner_->waitForPlan(); }
+  void waitForPrefetch() override { executor_->waitForPrefetch(); }
   const RuntimeOptions& options() const override { return options_; }
 
  private:
@@ -282,6 +338,9 @@ class Runtime final : public ExpertRuntime {
     for (const auto& e : job.experts) cache_->entry(layer, e.expert).pinned = false;
     cache_->enforceCapacities();  // a plan applied while this layer ran may have shrunk the pools
     lastBatchEnd_ = job.lastRelease;
+    for (PrefetchSlot& slot : slots_)  // the job no longer reads them (or they moved into the cache)
+      if (slot.state == SlotState::InUse) slot.state = SlotState::Free;
+    assignSlots();
 
     const double bound = measuredLowerBound(job, sizes_.shards(), options_.decompressWorkers);
     std::lock_guard statsLock(statsMutex_);
@@ -294,6 +353,106 @@ class Runtime final : public ExpertRuntime {
     stats_.bytesRead += job.bytesRead;
     stats_.stallSeconds += job.stallSeconds;
     if (layer == 0) stats_.steps += 1;
+  }
+
+  // Prefetch slots. Free → Assigned (reads queued for a hinted expert) → InUse (its layer's job uses
+  // what completed) → Free when the job ends; an Assigned slot whose guess the model drops (a new
+  // hint, or its layer came without it) is settled and freed, its bytes counted as wasted.
+  // REQUIRES (all below): cacheMutex_ held.
+  enum class SlotState : uint8_t { Free, Assigned, InUse };
+  struct PrefetchSlot {
+    SlotState state = SlotState::Free;
+    int layer = -1, expert = -1;
+    std::vector<io::AlignedBuffer> e, sm;  // per tensor kind; a buffer the cache keeps moves there
+    uint64_t doneBytes = 0;                // completed reads, once settled
+  };
+  struct Hint {
+    int layer = -1;
+    std::vector<int> experts;
+    bool consumed = true;  // its layer has been acquired since
+  };
+
+  int slotOf(int layer, int expert) const {
+    for (size_t i = 0; i < slots_.size(); ++i)
+      if (slots_[i].state != SlotState::Free && slots_[i].layer == layer && slots_[i].expert == expert) return static_cast<int>(i);
+    return -1;
+  }
+
+  void releaseSlot(int index) {
+    PrefetchSlot& slot = slots_[static_cast<size_t>(index)];
+    uint64_t wasted = 0;
+    for (const sched::PrefetchRead& r : executor_->settlePrefetch(index)) wasted += r.bytes;
+    slot.state = SlotState::Free;
+    std::lock_guard statsLock(statsMutex_);
+    stats_.prefetchWastedBytes += wasted;
+  }
+
+  // Queues reads for the standing hint's experts into free slots, most likely first: the tensor
+  // parts the expert's pool does not hold (nothing for F and C).
+  void assignSlots() {
+    if (slots_.empty() || hint_.consumed) return;
+    std::vector<sched::PrefetchRead> reads;
+    for (int expert : hint_.experts) {
+      if (slotOf(hint_.layer, expert) >= 0) continue;
+      const cache::Entry& entry = cache_->entry(hint_.layer, expert);
+      const bool resident = entry.pool != cache::kNoPool;
+      const bool needE = !resident || !keepsExponents(static_cast<Pool>(entry.pool));
+      const bool needSM = !resident || !keepsSignMantissa(static_cast<Pool>(entry.pool));
+      if (entry.pool == poolIndex(Pool::F) || (!needE && !needSM)) continue;
+      const auto free = std::find_if(slots_.begin(), slots_.end(), [](const PrefetchSlot& s) { return s.state == SlotState::Free; });
+      if (free == slots_.end()) break;
+      free->state = SlotState::Assigned;
+      free->layer = hint_.layer;
+      free->expert = expert;
+      free->doneBytes = 0;
+      const int index = static_cast<int>(free - slots_.begin());
+      for (int kind = 0; kind < sizes_.kinds(); ++kind)
+        for (const bool sm : {false, true}) {
+          if (sm ? !needSM : !needE) continue;
+          sched::PrefetchRead r;
+          r.slot = index;
+          r.layer = hint_.layer;
+          r.expert = expert;
+          r.kind = kind;
+          r.token = static_cast<int>(token_);
+          r.sm = sm;
+          r.dst = sm ? &free->sm[static_cast<size_t>(kind)] : &free->e[static_cast<size_t>(kind)];
+          r.bytes = sm ? sizes_.smBytes(hint_.layer, expert, kind) : sizes_.eBytes(hint_.layer, expert, kind);
+          reads.push_back(r);
+        }
+    }
+    if (!reads.empty()) executor_->addPrefetch(std::move(reads));
+  }
+
+  // At acquire: the completed prefetch reads of the requested experts (their slots become InUse);
+  // every other slot that is not prefetching for the standing hint is freed.
+  std::vector<experts::PrefetchedParts> takePrefetched(int layer, std::span<const ExpertRequest> requests) {
+    std::vector<experts::PrefetchedParts> parts;
+    if (slots_.empty()) return parts;
+    if (hint_.layer == layer) hint_.consumed = true;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      PrefetchSlot& slot = slots_[i];
+      if (slot.state != SlotState::Assigned) continue;
+      const bool requested = slot.layer == layer && std::any_of(requests.begin(), requests.end(), [&](const ExpertRequest& r) {
+                               return r.expert == slot.expert;
+                             });
+      if (!requested) {
+        if (slot.layer == layer || hint_.consumed || slot.layer != hint_.layer) releaseSlot(static_cast<int>(i));
+        continue;
+      }
+      experts::PrefetchedParts p;
+      p.expert = slot.expert;
+      p.e.assign(static_cast<size_t>(sizes_.kinds()), nullptr);
+      p.sm.assign(static_cast<size_t>(sizes_.kinds()), nullptr);
+      slot.doneBytes = 0;
+      for (const sched::PrefetchRead& r : executor_->settlePrefetch(static_cast<int>(i))) {
+        (r.sm ? p.sm : p.e)[static_cast<size_t>(r.kind)] = r.dst;
+        slot.doneBytes += r.bytes;
+      }
+      slot.state = SlotState::InUse;
+      parts.push_back(std::move(p));
+    }
+    return parts;
   }
 
   std::shared_ptr<const Store> store_;
@@ -311,6 +470,8 @@ class Runtime final : public ExpertRuntime {
   uint64_t token_ = 0, useClock_ = 0;
   bool started_ = false;
   std::optional<Clock::time_point> lastBatchEnd_;
+  std::vector<PrefetchSlot> slots_;  // never resized after construction: reads point into it
+  Hint hint_;
 
   mutable std::mutex statsMutex_;
   RuntimeStats stats_;

@@ -82,6 +82,13 @@ sched::SlotLayout ExpertSizes::stagingLayout(int count) const {
   return staging;
 }
 
+uint64_t ExpertSizes::prefetchSlotBytes() const {
+  uint64_t bytes = 0;
+  for (int kind = 0; kind < kinds_; ++kind)
+    bytes += maxEBytes_[static_cast<size_t>(kind)] + io::alignUp(numel(kind), kChunkAlignment);
+  return bytes;
+}
+
 sched::SlotLayout ExpertSizes::outputLayout(int count) const {
   sched::SlotLayout output;
   output.count = count;

@@ -43,6 +43,8 @@ class ExpertSizes {
   // exponent planes), `count` output slots (its recovered BF16 tensors).
   sched::SlotLayout stagingLayout(int count) const;
   sched::SlotLayout outputLayout(int count) const;
+  // One prefetch slot: the largest E-chunks and SM-chunk of every tensor kind (one expert's reads).
+  uint64_t prefetchSlotBytes() const;
 
  private:
   const Store& store_;

@@ -47,9 +47,19 @@ struct JobCounts {
   uint64_t misses = 0;
 };
 
+// Tensor parts of a requested expert that completed prefetch reads brought in, per tensor kind
+// (null where nothing was prefetched). The strategy uses them as resident inputs, moves a part the
+// cache keeps into the kept parts, and adds the bytes it used to `usedBytes`.
+struct PrefetchedParts {
+  int expert = -1;
+  std::vector<io::AlignedBuffer*> e, sm;
+  uint64_t usedBytes = 0;
+};
+
 struct LayerRequest {
   int layer = 0;
   std::span<const ExpertRequest> requests;
+  std::span<PrefetchedParts> prefetched;
   PoolMask activePools = kAllPools;
   uint64_t useClock = 0;  // the runtime's use counter (LRU times)
 };

@@ -8,7 +8,8 @@
 
 namespace zipmoe::experts {
 
-plan::CostModel costModel(const CostProfile& profile, int workers, int shards, int tensorsPerExpert) {
+plan::CostModel costModel(const CostProfile& profile, int workers, int shards, int tensorsPerExpert, bool coalesced,
+                          bool rawMisses) {
   plan::CostModel cost;
   cost.u = profile.smRead;
   cost.v = profile.eRead;
@@ -17,6 +18,15 @@ plan::CostModel costModel(const CostProfile& profile, int workers, int shards, i
   cost.threads = workers;
   cost.shards = shards;
   cost.tensorsPerExpert = tensorsPerExpert;
+  if (coalesced) cost.missRead = profile.tensorRead;
+  if (rawMisses) cost.fullRead = profile.fullRead;
+  if (profile.hasContention() && profile.computeBusy[0] > 0) {
+    const auto w = static_cast<size_t>(std::clamp(workers, 0, profile.contentionWorkers));
+    cost.compute = profile.computeBusy[0];
+    cost.computeSlowdown = std::max(1.0, profile.computeBusy[w] / profile.computeBusy[0]);
+    cost.decodeSlowdown = profile.decompressSlowdown();
+    cost.ioSlowdown = profile.readSlowdown();
+  }
   return cost;
 }
 

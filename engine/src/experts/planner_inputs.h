@@ -28,8 +28,11 @@ struct PoolPlanInputs {
 };
 
 // The cost model of Algorithm 3 from a measured profile (u, v, c, recovery), with L workers, K
-// shards and n tensors per expert.
-plan::CostModel costModel(const CostProfile& profile, int workers, int shards, int tensorsPerExpert);
+// shards and n tensors per expert; with `coalesced` reads, a miss's read is the measured one-request
+// tensor read (when the profile has it); with `rawMisses`, the whole-tensor read prices a raw miss;
+// the contention figures (when measured) for L busy workers (the nearest measured count).
+plan::CostModel costModel(const CostProfile& profile, int workers, int shards, int tensorsPerExpert,
+                          bool coalesced = false, bool rawMisses = false);
 // Rescales f (non-increasing, each ≤ 1) so that Σ f = k, keeping every value ≤ 1.
 std::vector<double> normaliseFrequencies(std::vector<double> f, int k);
 // Each layer's rank frequencies from the counts (the prior for a layer with too little history).

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "sched/schedule.h"
+#include "zipmoe/error.h"
 
 namespace zipmoe::experts {
 
@@ -18,8 +19,27 @@ ZipMoeStrategy::ZipMoeStrategy(const Store& store, const ExpertSizes& sizes, con
   planInputs_.experts = sizes.experts();
   planInputs_.topK = sizes.topK();
   planInputs_.bytesPerExpert = sizes.bytesPerExpert();
-  planInputs_.cost = costModel(profile, options.decompressWorkers, sizes.shards(), sizes.kinds());
+  if (options.rawMisses == RawMisses::Always && options.checkpointDir.empty())
+    throw Error("expert runtime: raw misses (RawMisses::Always) need the HF checkpoint (RuntimeOptions::checkpointDir)");
+  if (!options.checkpointDir.empty() && options.rawMisses != RawMisses::Never)
+    raw_ = std::make_unique<FullTensorSource>(store, options.checkpointDir, options.readMode);
+  planInputs_.cost = costModel(profile, options.decompressWorkers, sizes.shards(), sizes.kinds(), options.coalesceReads,
+                               raw_ != nullptr);
   planInputs_.gridStep = options.gridStep;
+  rawLayer_.assign(static_cast<size_t>(sizes.layers()), options.rawMisses == RawMisses::Always ? 1 : 0);
+  rawInF_.assign(static_cast<size_t>(sizes.layers()) * static_cast<size_t>(sizes.experts()), 0);
+}
+
+sched::SlotLayout ZipMoeStrategy::outputLayout() const {
+  if (!raw_) return sizes_.outputLayout(options_.outputSlots);
+  // A raw miss reads the checkpoint's aligned superset of the tensor into the output slot.
+  sched::SlotLayout output;
+  output.count = options_.outputSlots;
+  for (int kind = 0; kind < sizes_.kinds(); ++kind) {
+    output.outOffset.push_back(output.slotBytes);
+    output.slotBytes += std::max(sizes_.fullBytes(kind), raw_->maxReadBytes(kind));
+  }
+  return output;
 }
 
 Plan ZipMoeStrategy::plan(uint64_t poolBytes, PoolMask pools, const ActivationCounts& counts) const {
@@ -28,6 +48,10 @@ Plan ZipMoeStrategy::plan(uint64_t poolBytes, PoolMask pools, const ActivationCo
   p.pools = pools;
   p.layers = options_.planning ? planPools(planInputs_, static_cast<double>(poolBytes), pools, counts)
                                : fixedRatioPlan(planInputs_, static_cast<double>(poolBytes), pools, options_.fixedRatios);
+  for (auto& lp : p.layers) {
+    if (!raw_) lp.rawMisses = false;
+    else if (options_.rawMisses == RawMisses::Always) lp.rawMisses = true;
+  }
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return p;
 }
@@ -36,6 +60,7 @@ void ZipMoeStrategy::applyPlan(cache::ExpertCache& cache, const Plan& plan, uint
   const uint64_t layerBytes = poolBytes / static_cast<uint64_t>(sizes_.layers());
   for (int l = 0; l < sizes_.layers(); ++l) {
     const auto& lp = plan.layers[static_cast<size_t>(l)];
+    rawLayer_[static_cast<size_t>(l)] = raw_ && lp.rawMisses ? 1 : 0;
     // Byte capacity: the planned experts at their measured average size, never more than the
     // layer's share of the budget in total.
     uint64_t assigned = 0;
@@ -59,15 +84,21 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
   pinRequested(cache, layer, request.requests);
   std::array<uint64_t, kNumPools> reserved{};
   std::vector<TensorParts> recycled;
+  std::vector<sched::JobTask> rawTasks;  // appended after the scheduled tasks
+  const bool rawLayer = rawLayer_[static_cast<size_t>(layer)] != 0;
   for (const ExpertRequest& r : request.requests) {
     const int idx = static_cast<int>(job.experts.size());
     sched::JobExpert je = startExpert(r, kinds, counts);
     cache::Entry& entry = cache.entry(layer, r.expert);
     if (entry.pool == poolIndex(Pool::F)) {
       ++counts.hits[static_cast<size_t>(poolIndex(Pool::F))];
-      for (int kind = 0; kind < kinds; ++kind)
-        je.tensors[static_cast<size_t>(kind)] =
-            reinterpret_cast<const uint16_t*>(entry.tensors[static_cast<size_t>(kind)].full.data());
+      const bool fromRaw = rawInF_[static_cast<size_t>(layer * sizes_.experts() + r.expert)] != 0;
+      for (int kind = 0; kind < kinds; ++kind) {
+        // A raw read left the tensor at its offset in the aligned read (moved to 0 when odd).
+        const uint64_t at = fromRaw ? raw_->tensor(layer, r.expert, kind).dataOffset : 0;
+        je.tensors[static_cast<size_t>(kind)] = reinterpret_cast<const uint16_t*>(
+            entry.tensors[static_cast<size_t>(kind)].full.data() + (at % 2 != 0 ? 0 : at));
+      }
       cache.touch(layer, r.expert, request.useClock);
       job.experts.push_back(std::move(je));
       continue;
@@ -75,10 +106,9 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
     const bool resident = entry.pool != cache::kNoPool;
     const bool hasE = resident && keepsExponents(static_cast<Pool>(entry.pool));
     const bool hasSM = resident && keepsSignMantissa(static_cast<Pool>(entry.pool));
-    const sched::TaskState state = hasE && hasSM ? sched::TaskState::C
-                                   : hasSM       ? sched::TaskState::S
-                                   : hasE        ? sched::TaskState::E
-                                                 : sched::TaskState::Miss;
+    PrefetchedParts* pf = nullptr;
+    for (PrefetchedParts& p : request.prefetched)
+      if (p.expert == r.expert) pf = &p;
     if (resident) {
       ++counts.hits[static_cast<size_t>(entry.pool)];
       cache.touch(layer, r.expert, request.useClock);
@@ -88,10 +118,14 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
 
     // Where should it live? Promote when its rank maps to a better pool than where it is.
     const int target = cache.dispatch(layer, cache.rank(layer, r.expert), request.activePools, options_.tolerance);
+    // A raw read serves a miss kept nowhere or in F (those in C, S, E need the split parts).
+    const bool rawRead = rawLayer && !resident && (target == cache::kNoPool || target == poolIndex(Pool::F));
     int keepPool = cache::kNoPool;
     if (target != cache::kNoPool && (!resident || target < entry.pool)) {
       uint64_t need = 0;
-      for (int kind = 0; kind < kinds; ++kind) need += sizes_.partBytes(static_cast<Pool>(target), layer, r.expert, kind);
+      for (int kind = 0; kind < kinds; ++kind)
+        need += rawRead ? raw_->tensor(layer, r.expert, kind).range.length
+                        : sizes_.partBytes(static_cast<Pool>(target), layer, r.expert, kind);
       if (cache.makeRoom(layer, target, reserved[static_cast<size_t>(target)] + need, cache.count(layer, r.expert),
                          &recycled)) {
         reserved[static_cast<size_t>(target)] += need;
@@ -102,16 +136,29 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
     kp.expert = r.expert;
     kp.pool = keepPool;
     kp.parts.resize(static_cast<size_t>(kinds));
+    if (keepPool == poolIndex(Pool::F)) rawInF_[static_cast<size_t>(layer * sizes_.experts() + r.expert)] = rawRead ? 1 : 0;
+    if (rawRead) {
+      addRawTasks(layer, r.expert, idx, keepPool == poolIndex(Pool::F) ? &kp : nullptr, recycled, rawTasks);
+      job.experts.push_back(std::move(je));
+      continue;
+    }
     const bool keepE = keepPool != cache::kNoPool && keepsExponents(static_cast<Pool>(keepPool));
     const bool keepSM = keepPool != cache::kNoPool && keepsSignMantissa(static_cast<Pool>(keepPool));
     const bool keepFull = keepPool == poolIndex(Pool::F);
     je.needsStaging = true;
     for (int kind = 0; kind < kinds; ++kind) {
       const ExpertTensorEntry& te = m.expert(layer, r.expert, kind);
+      // A prefetched part is as good as a resident one (the same stored bytes).
+      io::AlignedBuffer* pfE = !hasE && pf ? pf->e[static_cast<size_t>(kind)] : nullptr;
+      io::AlignedBuffer* pfSM = !hasSM && pf ? pf->sm[static_cast<size_t>(kind)] : nullptr;
+      const bool haveE = hasE || pfE, haveSM = hasSM || pfSM;
       sched::JobTask t;
       t.expertIndex = idx;
       t.kind = kind;
-      t.state = state;
+      t.state = haveE && haveSM ? sched::TaskState::C
+                : haveSM        ? sched::TaskState::S
+                : haveE         ? sched::TaskState::E
+                                : sched::TaskState::Miss;
       t.key = ChunkKey{layer, r.expert, kind, 0};
       t.entry = &te;
       uint64_t off = 0;
@@ -123,11 +170,25 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
       if (hasE) t.eResident = entry.tensors[static_cast<size_t>(kind)].e.data();
       if (hasSM) t.smResident = entry.tensors[static_cast<size_t>(kind)].sm.data();
       TensorParts& parts = kp.parts[static_cast<size_t>(kind)];
-      if (keepE && !hasE) {
+      if (pfE) {
+        pf->usedBytes += t.eBytes;
+        if (keepE) {  // the cache keeps the prefetched buffer itself
+          parts.e = std::move(*pfE);
+          pfE = &parts.e;
+        }
+        t.eResident = pfE->data();
+      } else if (keepE && !hasE) {
         reuseBuffer(recycled, parts.e, t.eBytes);
         t.keepE = &parts.e;
       }
-      if (keepSM && !hasSM) {
+      if (pfSM) {
+        pf->usedBytes += te.smChunk.paddedSize;
+        if (keepSM) {
+          parts.sm = std::move(*pfSM);
+          pfSM = &parts.sm;
+        }
+        t.smResident = pfSM->data();
+      } else if (keepSM && !hasSM) {
         reuseBuffer(recycled, parts.sm, te.smChunk.paddedSize);
         t.keepSM = &parts.sm;
       }
@@ -139,7 +200,41 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
     }
     job.experts.push_back(std::move(je));
   }
-  return order(job);
+  double predicted = order(job);
+  if (!rawTasks.empty()) {
+    // After the scheduled reads: a raw read has no CPU work behind it to overlap (Johnson's rule puts
+    // the reads that feed decompression first). The prediction adds them to the I/O lane.
+    for (sched::JobTask& t : rawTasks) {
+      sched::ExecOp op;
+      op.kind = sched::ExecKind::ReadFull;
+      op.task = static_cast<int>(job.tasks.size());
+      job.io.push_back(op);
+      job.tasks.push_back(std::move(t));
+    }
+    predicted += static_cast<double>(rawTasks.size()) * profile_.fullRead;
+  }
+  return predicted;
+}
+
+void ZipMoeStrategy::addRawTasks(int layer, int expert, int idx, Keep* keep, std::vector<TensorParts>& recycled,
+                                 std::vector<sched::JobTask>& raw) const {
+  for (int kind = 0; kind < sizes_.kinds(); ++kind) {
+    const FullTensorLocation& where = raw_->tensor(layer, expert, kind);
+    sched::JobTask t;
+    t.expertIndex = idx;
+    t.kind = kind;
+    t.fullRead = true;
+    t.key = ChunkKey{layer, expert, kind, 0};
+    t.entry = &store_.manifest().expert(layer, expert, kind);
+    t.fullRange = where.range;
+    t.dataOffset = where.dataOffset;
+    t.tensorBytes = where.tensorBytes;
+    if (keep) {
+      reuseBuffer(recycled, keep->parts[static_cast<size_t>(kind)].full, where.range.length);
+      t.keepFull = &keep->parts[static_cast<size_t>(kind)].full;
+    }
+    raw.push_back(std::move(t));
+  }
 }
 
 double ZipMoeStrategy::order(sched::LayerJob& job) const {
@@ -150,7 +245,10 @@ double ZipMoeStrategy::order(sched::LayerJob& job) const {
   for (const auto& e : job.experts) {
     const double p = profile_.expertCompute(e.tokens);
     compute[static_cast<size_t>(e.expert)] = p > 0 ? p : static_cast<double>(e.tokens) * 1e-4;
-    if (std::none_of(job.tasks.begin(), job.tasks.end(), [&](const sched::JobTask& t) {
+    // Ready: F hits (their tensors are set). Raw misses have no scheduled task either (their reads
+    // are appended after the schedule) and are not ready.
+    if (!e.tensors.empty() && e.tensors[0] != nullptr &&
+        std::none_of(job.tasks.begin(), job.tasks.end(), [&](const sched::JobTask& t) {
           return job.experts[static_cast<size_t>(t.expertIndex)].expert == e.expert;
         }))
       ready.push_back(e.expert);

@@ -5,10 +5,20 @@
 // recover; a miss all of it — and it moves to a better pool when its rank says so (dispatch by
 // rank with tolerance δ, room made by the eviction policy). The layer's operations are ordered by
 // Algorithm 1 (or FIFO, for comparison) and the order's makespan simulated from the profile.
+// Raw misses: with a checkpoint (RuntimeOptions::checkpointDir), a layer whose plan says so
+// (LayerPlan::rawMisses, or RawMisses::Always) serves a miss that is kept nowhere or kept in F by one
+// read of each whole BF16 tensor from the checkpoint (FullTensorSource, as the full-tensor baseline),
+// with no decompression or recovery; a miss that dispatch keeps in C, S or E needs the split parts,
+// so it is served from the store as before. The F pool then holds the checkpoint's aligned read
+// (the tensor at its data offset; rawInF_ remembers which F members came that way).
 // Thread-safety and cost: as OffloadStrategy (offload_strategy.h).
 #pragma once
 
+#include <memory>
+#include <vector>
+
 #include "experts/expert_sizes.h"
+#include "experts/full_tensor_source.h"
 #include "experts/offload_strategy.h"
 #include "experts/planner_inputs.h"
 #include "zipmoe/cost_profile.h"
@@ -23,7 +33,7 @@ class ZipMoeStrategy final : public OffloadStrategy {
   ZipMoeStrategy(const Store& store, const ExpertSizes& sizes, const RuntimeOptions& options, const CostProfile& profile);
 
   sched::SlotLayout stagingLayout() const override { return sizes_.stagingLayout(options_.stagingSlots); }
-  sched::SlotLayout outputLayout() const override { return sizes_.outputLayout(options_.outputSlots); }
+  sched::SlotLayout outputLayout() const override;
   int decompressWorkers() const override { return options_.decompressWorkers; }
   bool sharedCache() const override { return false; }
   Plan plan(uint64_t poolBytes, PoolMask pools, const ActivationCounts& counts) const override;
@@ -36,12 +46,21 @@ class ZipMoeStrategy final : public OffloadStrategy {
   // Turns the schedule of the job's tasks (Algorithm 1 or FIFO) into the executor's operation
   // lists; returns the simulated makespan.
   double order(sched::LayerJob& job) const;
+  // Appends the raw-read tasks of one missed expert (job index idx) to `raw`, keeping into `keep`
+  // (F) when given.
+  void addRawTasks(int layer, int expert, int idx, Keep* keep, std::vector<cache::TensorParts>& recycled,
+                   std::vector<sched::JobTask>& raw) const;
 
   const Store& store_;
   const ExpertSizes& sizes_;
   const RuntimeOptions& options_;
   const CostProfile profile_;
   PoolPlanInputs planInputs_;
+  std::unique_ptr<FullTensorSource> raw_;  // the checkpoint, when raw misses are possible
+  // Guarded by the cache lock (applyPlan and buildJob): per layer, whether misses are raw reads;
+  // per (layer, expert), whether its F-pool tensors came from a raw read (data at the read's offset).
+  mutable std::vector<char> rawLayer_;
+  mutable std::vector<char> rawInF_;
 };
 
 }  // namespace zipmoe::experts

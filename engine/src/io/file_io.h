@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <utility>
 #include <string>
 
 namespace zipmoe::io {
@@ -66,6 +67,15 @@ class AlignedBuffer {
  public:
   AlignedBuffer() = default;
   explicit AlignedBuffer(size_t size, size_t alignment = 4096);
+  // A moved-from buffer is empty (size 0), so that whoever holds it next allocates again.
+  AlignedBuffer(AlignedBuffer&& other) noexcept
+      : data_(std::move(other.data_)), size_(std::exchange(other.size_, 0)), alignment_(other.alignment_) {}
+  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept {
+    data_ = std::move(other.data_);
+    size_ = std::exchange(other.size_, 0);
+    alignment_ = other.alignment_;
+    return *this;
+  }
   uint8_t* data() const { return data_.get(); }
   size_t size() const { return size_; }
   // Grows (never shrinks) to at least `size` bytes; contents are not preserved.

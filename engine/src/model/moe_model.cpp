@@ -20,6 +20,7 @@
 #include "model/kv_cache.h"
 #include "model/linear.h"
 #include "model/mla_attention.h"
+#include "model/expert_predictor.h"
 #include "model/moe_model_ffn.h"
 #include "model/moe_model_ops.h"
 #include "model/weights.h"
@@ -60,6 +61,7 @@ class MoeModelImpl : public MoeModel {
     experts_ = options.experts ? options.experts : std::shared_ptr<ExpertProvider>(makeResidentExperts(dir));
     routing_ = options.routing;
     checkProvider(dir);
+    predictor_ = std::make_unique<ExpertPredictor>(config_, options.prefetch, routing_.get(), *experts_);
 
     const int64_t hidden = config_.hiddenSize, vocab = config_.vocabSize;
     embed_ = weights->load("model.embed_tokens.weight", {vocab, hidden}, dtype_);
@@ -75,7 +77,7 @@ class MoeModelImpl : public MoeModel {
                             : makeGqaAttention(config_, *weights, prefix + "self_attn.", dtype_);
       const int moeLayer = config_.moeLayerIndex(i);
       layer.ffn = moeLayer >= 0
-                      ? makeMoeBlock(config_, *weights, prefix, dtype_, moeLayer, *experts_, routing_.get())
+                      ? makeMoeBlock(config_, *weights, prefix, dtype_, moeLayer, *experts_, routing_.get(), predictor_.get())
                       : makeDenseMlp(config_, *weights, prefix, dtype_);
       layers_.push_back(std::move(layer));
     }
@@ -102,6 +104,8 @@ class MoeModelImpl : public MoeModel {
 
   int64_t sequenceLength(SequenceId seq) const override { return find(seq, "sequenceLength").length; }
   uint64_t lastForwardWeightBytes() const override { return lastForwardWeightBytes_; }
+  PrefetchAccuracy prefetchAccuracy() const override { return predictor_->accuracy(); }
+  void setPrefetch(const PrefetchOptions& options) override { predictor_->setOptions(options); }
 
   void truncateSequence(SequenceId seq, int64_t length) override {
     const int64_t current = find(seq, "truncateSequence").length;
@@ -131,6 +135,7 @@ class MoeModelImpl : public MoeModel {
     const at::Tensor idTensor = at::from_blob(ids.data(), {n}, at::kLong);
     const at::Tensor positionTensor = at::from_blob(positions.data(), {n}, at::kLong);
 
+    predictor_->beginForward(ids);
     at::Tensor h = embed_.index_select(0, idTensor);
     for (size_t l = 0; l < layers_.size(); ++l) {
       std::vector<AttentionSegment> segments;
@@ -227,6 +232,7 @@ class MoeModelImpl : public MoeModel {
   at::ScalarType dtype_ = at::kFloat;
   std::shared_ptr<ExpertProvider> experts_;
   std::shared_ptr<RoutingOverride> routing_;
+  std::unique_ptr<ExpertPredictor> predictor_;  // before the layers: their blocks point at it
   at::Tensor embed_, finalNorm_, lmHead_;
   std::vector<DecoderLayer> layers_;
   std::map<SequenceId, KvCache> sequences_;

@@ -4,6 +4,7 @@
 #include <span>
 #include <vector>
 
+#include "model/expert_predictor.h"
 #include "model/linear.h"
 #include "model/moe_model_ops.h"
 #include "model/weights.h"
@@ -35,10 +36,11 @@ class DenseMlp : public FeedForward {
 class MoeBlock : public FeedForward {
  public:
   MoeBlock(const ModelConfig& c, const WeightLoader& w, const std::string& p, at::ScalarType dtype, int moeLayer,
-           ExpertProvider& experts, RoutingOverride* routing)
-      : c_(c), dtype_(dtype), moeLayer_(moeLayer), experts_(experts), routingOverride_(routing),
+           ExpertProvider& experts, RoutingOverride* routing, ExpertPredictor* predictor)
+      : c_(c), dtype_(dtype), moeLayer_(moeLayer), experts_(experts), routingOverride_(routing), predictor_(predictor),
         router_(c, w, p + (c.family == ModelFamily::Mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight"),
                 dtype) {
+    if (predictor_) predictor_->addRouter(moeLayer_, &router_);
     if (c.sharedExpertIntermediateSize > 0) {
       const std::string sp = p + (c.family == ModelFamily::Qwen2Moe ? "mlp.shared_expert." : "mlp.shared_experts.");
       shared_ = Mlp(w, sp, c.hiddenSize, c.sharedExpertIntermediateSize, dtype);
@@ -64,6 +66,7 @@ class MoeBlock : public FeedForward {
     std::vector<bool> done(static_cast<size_t>(c_.numExperts), false);
     size_t received = 0;
     const auto batch = experts_.acquire(moeLayer_, requests);
+    if (predictor_) predictor_->afterAcquire(moeLayer_, x, routing.experts);
     while (auto ready = batch->next()) {
       const int e = ready->expert;
       if (e < 0 || e >= c_.numExperts || slots[static_cast<size_t>(e)].empty() || done[static_cast<size_t>(e)])
@@ -129,6 +132,7 @@ class MoeBlock : public FeedForward {
   int moeLayer_;
   ExpertProvider& experts_;
   RoutingOverride* routingOverride_;
+  ExpertPredictor* predictor_;
   Router router_;
   std::optional<Mlp> shared_;
   std::optional<at::Tensor> sharedGate_;
@@ -143,8 +147,9 @@ std::unique_ptr<FeedForward> makeDenseMlp(const ModelConfig& config, const Weigh
 
 std::unique_ptr<FeedForward> makeMoeBlock(const ModelConfig& config, const WeightLoader& weights,
                                           const std::string& prefix, at::ScalarType dtype, int moeLayer,
-                                          ExpertProvider& experts, RoutingOverride* routing) {
-  return std::make_unique<MoeBlock>(config, weights, prefix, dtype, moeLayer, experts, routing);
+                                          ExpertProvider& experts, RoutingOverride* routing,
+                                          ExpertPredictor* predictor) {
+  return std::make_unique<MoeBlock>(config, weights, prefix, dtype, moeLayer, experts, routing, predictor);
 }
 
 }  // namespace zipmoe

@@ -29,6 +29,7 @@
 namespace zipmoe {
 
 class WeightLoader;
+class ExpertPredictor;
 
 class FeedForward {
  public:
@@ -41,8 +42,10 @@ std::unique_ptr<FeedForward> makeDenseMlp(const ModelConfig& config, const Weigh
                                           const std::string& prefix, at::ScalarType dtype);
 // `moeLayer` is the provider's layer index; `experts` and `routing` (null = the router chooses) must
 // outlive the block.
+// `predictor` (null = no prefetch hints) gets the block's router and is called after each acquire.
 std::unique_ptr<FeedForward> makeMoeBlock(const ModelConfig& config, const WeightLoader& weights,
                                           const std::string& prefix, at::ScalarType dtype, int moeLayer,
-                                          ExpertProvider& experts, RoutingOverride* routing);
+                                          ExpertProvider& experts, RoutingOverride* routing,
+                                          ExpertPredictor* predictor = nullptr);
 
 }  // namespace zipmoe

@@ -35,10 +35,10 @@ class Router {
   Routing route(const at::Tensor& x) const;
   // `experts`: int64 [N, k], k distinct ids per row, ascending; returned as Routing::experts.
   Routing weigh(const at::Tensor& x, const at::Tensor& experts) const;
-
- private:
   // The fp32 softmax over all experts, [N, experts].
   at::Tensor scores(const at::Tensor& x) const;
+
+ private:
   // The family's rule for the gathered [N, k] scores: normalisation, routed_scaling_factor.
   at::Tensor normalise(at::Tensor topWeights) const;
   // fp32 for mixtral and deepseek_v2, the compute dtype `dtype` otherwise.

@@ -43,6 +43,12 @@ void validateCost(const CostModel& c) {
   check("v", c.v);
   check("c", c.c);
   check("recover", c.recover);
+  check("missRead", c.missRead);
+  check("fullRead", c.fullRead);
+  check("compute", c.compute);
+  check("computeSlowdown", c.computeSlowdown);
+  check("decodeSlowdown", c.decodeSlowdown);
+  check("ioSlowdown", c.ioSlowdown);
   const auto checkCount = [](const char* name, int v) {
     if (v < 1) fail(std::string("cost.") + name + " = " + std::to_string(v) + ", expected >= 1");
   };
@@ -51,17 +57,33 @@ void validateCost(const CostModel& c) {
   checkCount("tensorsPerExpert", c.tensorsPerExpert);
 }
 
-// Algorithm 3 without argument checks (the grid search calls it for every pattern).
-double makespan(int k, int hF, int hC, int hS, int hE, const CostModel& c) {
+// A slowdown figure as a factor: 0 (not measured) and anything below 1 (noise) count as 1.
+double factor(double slowdown) { return std::max(1.0, slowdown); }
+
+// Algorithm 3 without argument checks (the grid search calls it for every pattern); the formula and
+// our contention term are spelled out at estimateMakespan in pool_planner.h.
+double makespan(int k, int hF, int hC, int hS, int hE, const CostModel& c, bool raw) {
   const double n = c.tensorsPerExpert;
   const double shards = c.shards;
-  const double nSM = n * (k - hF - hC - hS);
-  const double nE = n * shards * (k - hF - hC - hE);
-  const double nD = n * shards * (k - hF);
-  const double tIO = nSM * c.u + nE * c.v;
+  const int misses = k - hF - hC - hS - hE;
+  const int zipMisses = raw ? 0 : misses;
+  const double nSM = n * (hE + zipMisses);
+  const double nE = n * shards * (hS + zipMisses);
+  const double nD = n * shards * (k - hF - (raw ? misses : 0));
+  double tIO = 0;
+  if (c.missRead > 0)  // coalesced: one request per missed tensor
+    tIO = n * hE * c.u + n * shards * hS * c.v + n * zipMisses * c.missRead;
+  else
+    tIO = nSM * c.u + nE * c.v;
+  if (raw) tIO += n * misses * c.fullRead;
   const double tDecomp = (nE * c.v + nD * c.c) / c.threads;
-  const double tRecover = c.recover > 0 ? n * (k - hF) * c.recover : 0.0;
-  return std::max({tIO, tDecomp, tRecover});
+  const double tRecover = c.recover > 0 ? n * (k - hF - (raw ? misses : 0)) * c.recover : 0.0;
+  const double busy = std::max(tDecomp, tRecover);
+  if (busy <= 0) return tIO;
+  const double overlap = std::min(k * c.compute, busy);
+  const double cpu = busy + (factor(c.decodeSlowdown) - 1) * overlap;
+  const double penalty = (factor(c.computeSlowdown) - 1) * overlap;
+  return std::max(tIO * factor(c.ioSlowdown), cpu) + penalty;
 }
 
 // One Bernoulli(q) trial folded into a hit distribution truncated at degree H (Algorithm 2, line 8).
@@ -196,9 +218,16 @@ class IntervalHits {
   std::vector<double> table_;
 };
 
-// Algorithm 4, lines 7–29, for one set of capacities (S_F, S_C, S_S, S_E) packed from rank 0.
-double expectedMakespan(const IntervalHits& hits, int k, const std::array<int, kNumPools>& capacity,
-                        const CostModel& cost) {
+// Algorithm 4, lines 7–29, for one set of capacities (S_F, S_C, S_S, S_E) packed from rank 0:
+// the expected makespan with ZipMoE misses, and (when cost.fullRead > 0) with raw misses.
+struct PointCost {
+  double zip = 0, raw = std::numeric_limits<double>::infinity();
+  double best() const { return std::min(zip, raw); }
+  bool rawBetter() const { return raw < zip; }
+};
+
+PointCost expectedMakespan(const IntervalHits& hits, int k, const std::array<int, kNumPools>& capacity,
+                           const CostModel& cost) {
   const int n = hits.ranks();
   std::array<const double*, kNumPools> phi{};
   int start = 0;
@@ -209,7 +238,8 @@ double expectedMakespan(const IntervalHits& hits, int k, const std::array<int, k
   const double* phiM = hits.at(start, n);
   const double phiN = hits.at(0, n)[k];
   const int capF = std::min(k, capacity[0]);
-  double sum = 0;
+  const bool withRaw = cost.fullRead > 0;
+  double sum = 0, sumRaw = 0;
   for (int hF = 0; hF <= capF; ++hF) {
     const double pF = phi[0][hF];
     if (pF == 0) continue;
@@ -225,12 +255,16 @@ double expectedMakespan(const IntervalHits& hits, int k, const std::array<int, k
         for (int hE = 0; hE <= capE; ++hE) {
           const double p = pFCS * phi[3][hE] * phiM[k - hF - hC - hS - hE];
           if (p == 0) continue;
-          sum += p * makespan(k, hF, hC, hS, hE, cost);
+          sum += p * makespan(k, hF, hC, hS, hE, cost, false);
+          if (withRaw) sumRaw += p * makespan(k, hF, hC, hS, hE, cost, true);
         }
       }
     }
   }
-  return sum / phiN;
+  PointCost result;
+  result.zip = sum / phiN;
+  if (withRaw) result.raw = sumRaw / phiN;
+  return result;
 }
 
 void validatePlanArguments(PoolMask pools, const std::array<double, kNumPools>& bytesPerExpert, double budgetBytes,
@@ -266,7 +300,9 @@ LayerPlan searchGrid(const IntervalHits& hits, int k, PoolMask pools, const Cost
     if ((pools & (1u << p)) != 0 && expertsThatFit(bytesPerExpert[static_cast<size_t>(p)], budgetBytes, n) > 0)
       holdsAny = true;
   if (!holdsAny) {
-    best.expectedMakespan = expectedMakespan(hits, k, best.capacity, cost);
+    const PointCost c = expectedMakespan(hits, k, best.capacity, cost);
+    best.expectedMakespan = c.best();
+    best.rawMisses = c.rawBetter();
     return best;
   }
 
@@ -280,7 +316,7 @@ LayerPlan searchGrid(const IntervalHits& hits, int k, PoolMask pools, const Cost
   std::array<int, kNumPools> parts{};  // c_p of the enabled pools, in enabled order
   double minCost = std::numeric_limits<double>::infinity();
   std::array<int, kNumPools> lastCapacity{};
-  double lastCost = 0;
+  PointCost lastCost;
   bool haveLast = false;
 
   const auto evaluate = [&] {
@@ -296,15 +332,17 @@ LayerPlan searchGrid(const IntervalHits& hits, int k, PoolMask pools, const Cost
       used += capacity[p];
     }
     // Neighbouring grid points often round to the same capacities; their cost is the same.
-    const double c = haveLast && capacity == lastCapacity ? lastCost : expectedMakespan(hits, k, capacity, cost);
+    const PointCost point = haveLast && capacity == lastCapacity ? lastCost : expectedMakespan(hits, k, capacity, cost);
     lastCapacity = capacity;
-    lastCost = c;
+    lastCost = point;
     haveLast = true;
+    const double c = point.best();
     if (c < minCost) {
       minCost = c;
       best.ratio = ratio;
       best.capacity = capacity;
       best.expectedMakespan = c;
+      best.rawMisses = point.rawBetter();
     }
   };
 
@@ -436,7 +474,7 @@ std::vector<double> hitDistribution(std::span<const double> q, int maxHits) {
   return phi;
 }
 
-double estimateMakespan(int k, const std::array<int, kNumPools>& hits, const CostModel& cost) {
+double estimateMakespan(int k, const std::array<int, kNumPools>& hits, const CostModel& cost, bool rawMisses) {
   if (k < 1) fail("makespan: k = " + std::to_string(k) + ", expected k >= 1");
   validateCost(cost);
   int total = 0;
@@ -446,7 +484,8 @@ double estimateMakespan(int k, const std::array<int, kNumPools>& hits, const Cos
     total += h;
   }
   if (total > k) fail("makespan: " + std::to_string(total) + " hits exceed k = " + std::to_string(k));
-  return makespan(k, hits[0], hits[1], hits[2], hits[3], cost);
+  if (rawMisses && !(cost.fullRead > 0)) fail("makespan: raw misses need cost.fullRead > 0");
+  return makespan(k, hits[0], hits[1], hits[2], hits[3], cost, rawMisses);
 }
 
 LayerPlan planLayer(const LayerPlanInput& input) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -95,6 +96,26 @@ CostProfile measureCostProfile(const Store& store, ReadMode mode, int samples) {
     bf16::merge(plane.data(), sm.data(), static_cast<size_t>(e.numel), out.data());
     r += since(t);
   }
+  // A missed tensor's E-chunks and SM-chunk in one request, as the runtime reads them (coalesceReads).
+  {
+    uint64_t maxTensor = 0;
+    for (const auto& e : m.experts) {
+      uint64_t b = e.smChunk.paddedSize;
+      for (const auto& c2 : e.eChunks) b += c2.paddedSize;
+      maxTensor = std::max(maxTensor, b);
+    }
+    io::AlignedBuffer whole(static_cast<size_t>(maxTensor));
+    double t2 = 0;
+    const int nT = std::max(4, n / 3);
+    for (int i = 0; i < nT; ++i) {
+      const int flat = static_cast<int>((static_cast<int64_t>(i) * 6007 + total / 3) % total);
+      const int kind = flat % kinds, expert = (flat / kinds) % experts, layer = flat / kinds / experts;
+      const auto t = Clock::now();
+      store.readTensorChunks(layer, expert, kind, true, {whole.data(), whole.size()}, mode);
+      t2 += since(t);
+    }
+    p.tensorRead = t2 / nT;
+  }
   p.smRead = u / n;
   p.eRead = v / nE;
   p.decompress = c / nE;
@@ -121,6 +142,159 @@ CostProfile measureCostProfile(const Store& store, ReadMode mode, int samples) {
   return p;
 }
 
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+// `count` threads decoding real E-chunks of the store in a loop until stopped (what the runtime's
+// decompression workers do), each counting its chunks and the seconds they took.
+class BusyDecoders {
+ public:
+  BusyDecoders(const Store& store, ReadMode mode, int count) : stop_(false) {
+    const Manifest& m = store.manifest();
+    // A few chunks from different places in the store, read once (the decoders never touch the disk).
+    const int kinds = m.numKinds(), total = m.numLayers() * m.numExperts * kinds;
+    for (int i = 0; i < 4; ++i) {
+      const int flat = static_cast<int>((static_cast<int64_t>(i) * 4001 + 17) % total);
+      const int kind = flat % kinds, expert = (flat / kinds) % m.numExperts, layer = flat / kinds / m.numExperts;
+      const ExpertTensorEntry& e = m.expert(layer, expert, kind);
+      const int shard = i % m.shards;
+      const ChunkRef& c = e.eChunks[static_cast<size_t>(shard)];
+      Chunk ch;
+      ch.data = io::AlignedBuffer(static_cast<size_t>(c.paddedSize));
+      store.readChunk({layer, expert, kind, shard}, {ch.data.data(), ch.data.size()}, mode);
+      ch.size = static_cast<size_t>(c.size);
+      ch.count = static_cast<size_t>(c.count);
+      chunks_.push_back(std::move(ch));
+    }
+    stats_.resize(static_cast<size_t>(count));
+    for (int w = 0; w < count; ++w)
+      threads_.emplace_back([this, &store, w] {
+        std::vector<uint8_t> plane(64);
+        Stat& st = stats_[static_cast<size_t>(w)];
+        for (size_t i = static_cast<size_t>(w); !stop_.load(std::memory_order_relaxed); ++i) {
+          const Chunk& c = chunks_[i % chunks_.size()];
+          if (plane.size() < c.count) plane.resize(c.count);
+          const auto t = Clock::now();
+          store.codec().decompress(c.data.data(), c.size, plane.data(), c.count);
+          st.seconds += since(t);
+          ++st.chunks;
+          done_.fetch_add(1, std::memory_order_relaxed);
+        }
+      });
+  }
+  uint64_t chunksDone() const { return done_.load(std::memory_order_relaxed); }
+  // Stops the threads; returns the mean seconds per decoded chunk (0 when none finished).
+  double stop() {
+    stop_.store(true);
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    double s = 0;
+    uint64_t n = 0;
+    for (const Stat& st : stats_) {
+      s += st.seconds;
+      n += st.chunks;
+    }
+    return n ? s / static_cast<double>(n) : 0.0;
+  }
+  ~BusyDecoders() {
+    if (!threads_.empty()) stop();
+  }
+
+ private:
+  struct Chunk {
+    io::AlignedBuffer data;
+    size_t size = 0, count = 0;
+  };
+  struct Stat {
+    double seconds = 0;
+    uint64_t chunks = 0;
+  };
+  std::vector<Chunk> chunks_;
+  std::vector<Stat> stats_;  // one per thread, read after join
+  std::atomic<bool> stop_;
+  std::atomic<uint64_t> done_{0};
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+double CostProfile::computeSlowdown() const {
+  if (!hasContention() || computeBusy[0] <= 0) return 1;
+  return std::max(1.0, computeBusy.back() / computeBusy[0]);
+}
+
+double CostProfile::decompressSlowdown() const {
+  if (decompressBusy <= 0 || decompress <= 0) return 1;
+  return std::max(1.0, decompressBusy / decompress);
+}
+
+double CostProfile::readSlowdown() const {
+  if (fullReadBusy <= 0 || fullRead <= 0) return 1;
+  return std::max(1.0, fullReadBusy / fullRead);
+}
+
+void measureContention(CostProfile& p, const Store& store, ReadMode mode, int workers,
+                       const std::function<double()>& computeOnce, int reps) {
+  if (workers < 1) throw Error("cost profile: contention needs at least 1 busy worker");
+  if (reps < 1) throw Error("cost profile: contention needs at least 1 repetition");
+  p.contentionWorkers = workers;
+  p.computeBusy.clear();
+  if (computeOnce) {
+    for (int i = 0; i < 2; ++i) (void)computeOnce();  // warm up
+    for (int w = 0; w <= workers; ++w) {
+      BusyDecoders busy(store, mode, w);
+      std::vector<double> t;
+      for (int i = 0; i < reps; ++i) t.push_back(computeOnce());
+      // The decoders' pace needs finished chunks: compute on (unrecorded) until each did a few.
+      while (busy.chunksDone() < 4 * static_cast<uint64_t>(w)) (void)computeOnce();
+      const double perChunk = busy.stop();
+      p.computeBusy.push_back(median(t));
+      if (w == workers) p.decompressBusy = perChunk;  // the decoders' pace while the FFN ran
+    }
+  } else {
+    // No FFN to run: one spinning thread stands in for the model's compute.
+    std::atomic<bool> stop{false};
+    std::thread spinner([&stop] {
+      volatile uint64_t x = 0;
+      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
+    });
+    BusyDecoders busy(store, mode, workers);
+    while (busy.chunksDone() < 4 * static_cast<uint64_t>(workers) * static_cast<uint64_t>(reps))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    p.decompressBusy = busy.stop();
+    stop.store(true);
+    spinner.join();  // computeBusy stays empty: the profile has no contention term yet
+  }
+  // A whole BF16 tensor read while the decoders keep the cores busy.
+  const Manifest& m = store.manifest();
+  uint64_t maxNumel = 0;
+  for (const auto& e : m.experts) maxNumel = std::max(maxNumel, e.numel);
+  const uint64_t fullBytes = io::alignUp(maxNumel * 2, 4096);
+  io::AlignedBuffer full(static_cast<size_t>(fullBytes));
+  const int flags = O_RDONLY | O_CLOEXEC | (mode == ReadMode::Direct ? O_DIRECT : 0);
+  io::FileHandle file(store.dir() / "experts.bin", flags);
+  const uint64_t size = file.size();
+  if (size >= fullBytes) {
+    BusyDecoders busy(store, mode, workers);
+    const uint64_t span = (size - fullBytes) / 4096;
+    std::vector<double> t;
+    for (int i = 0; i < reps; ++i) {
+      const uint64_t offset = span == 0 ? 0 : (static_cast<uint64_t>(i) * 7919 * 613 % span) * 4096;
+      const auto start = Clock::now();
+      file.readExact(full.data(), static_cast<size_t>(fullBytes), offset);
+      t.push_back(since(start));
+    }
+    busy.stop();
+    p.fullReadBusy = median(t);
+  }
+}
+
 void checkProfile(const CostProfile& profile, const Store& store, ReadMode mode, const std::string& what) {
   if (profile.smRead <= 0 || profile.eRead <= 0 || profile.decompress <= 0 || profile.recover <= 0)
     throw Error(what + ": not measured (u, v, c and recovery must be positive; run `zipmoe profile " +
@@ -137,8 +311,8 @@ void checkProfile(const CostProfile& profile, const Store& store, ReadMode mode,
 }
 
 void saveCostProfile(const CostProfile& p, const std::filesystem::path& path) {
-  const nlohmann::json j = {{"format", "zipmoe-cost-profile"},
-                            {"version", 1},
+  nlohmann::json j = {{"format", "zipmoe-cost-profile"},
+                            {"version", kCostProfileVersion},
                             {"host", p.host},
                             {"store", p.storeId},
                             {"read_mode", p.readMode},
@@ -148,14 +322,32 @@ void saveCostProfile(const CostProfile& p, const std::filesystem::path& path) {
                             {"recover_s", p.recover},
                             {"full_read_s", p.fullRead},
                             {"compute_base_s", p.computeBase},
-                            {"compute_per_token_s", p.computePerToken}};
+                            {"compute_per_token_s", p.computePerToken},
+                            {"tensor_read_s", p.tensorRead}};
+  j["contention"] = {{"workers", p.contentionWorkers},
+                     {"compute_busy_s", p.computeBusy},
+                     {"decompress_busy_s", p.decompressBusy},
+                     {"full_read_busy_s", p.fullReadBusy}};
   io::writeFileAtomically(path, j.dump(2) + "\n");
 }
+
+namespace {
+CostProfile loadProfile(const std::filesystem::path& path, int* version);
+}  // namespace
 
 std::optional<CostProfile> loadMatchingProfile(const std::filesystem::path& path, const Store& store, ReadMode mode,
                                                std::string* whyNot) {
   if (!std::filesystem::exists(path)) return std::nullopt;
-  CostProfile p = loadCostProfile(path);
+  int version = 0;
+  CostProfile p = loadProfile(path, &version);
+  if (version < kCostProfileVersion) {
+    // Loadable (no contention figures: the paper's cost model), but the planner would not see this
+    // machine's contention: measure it again.
+    if (whyNot)
+      *whyNot = path.string() + ": cost-profile version " + std::to_string(version) +
+                " has no contention figures (field 'contention', version " + std::to_string(kCostProfileVersion) + ")";
+    return std::nullopt;
+  }
   try {
     checkProfile(p, store, mode, path.string());
   } catch (const Error& e) {
@@ -165,7 +357,10 @@ std::optional<CostProfile> loadMatchingProfile(const std::filesystem::path& path
   return p;
 }
 
-CostProfile loadCostProfile(const std::filesystem::path& path) {
+CostProfile loadCostProfile(const std::filesystem::path& path) { return loadProfile(path, nullptr); }
+
+namespace {
+CostProfile loadProfile(const std::filesystem::path& path, int* versionOut) {
   const std::string what = path.string();
   nlohmann::json j;
   try {
@@ -175,7 +370,11 @@ CostProfile loadCostProfile(const std::filesystem::path& path) {
   }
   if (!j.is_object() || j.value("format", "") != "zipmoe-cost-profile")
     throw Error(what + ": not a ZipMoE cost profile (field 'format' must be \"zipmoe-cost-profile\")");
-  if (j.value("version", 0) != 1) throw Error(what + ": unsupported cost-profile version (field 'version')");
+  const int version = j.contains("version") && j["version"].is_number_integer() ? j["version"].get<int>() : 0;
+  if (version < 1 || version > kCostProfileVersion)
+    throw Error(what + ": unsupported cost-profile version (field 'version' = " + j.value("version", nlohmann::json()).dump() +
+                ", this build reads 1 to " + std::to_string(kCostProfileVersion) + ")");
+  if (versionOut) *versionOut = version;
   CostProfile p;
   auto text = [&](const char* key) {
     if (!j.contains(key) || !j[key].is_string()) throw Error(what + ": field '" + key + "' must be a string");
@@ -199,7 +398,37 @@ CostProfile loadCostProfile(const std::filesystem::path& path) {
   p.fullRead = number("full_read_s");
   p.computeBase = number("compute_base_s");
   p.computePerToken = number("compute_per_token_s");
+  if (version < 2) return p;  // version 1: no coalesced-read or contention figures (0: not measured)
+  p.tensorRead = number("tensor_read_s");
+  if (!j.contains("contention") || !j["contention"].is_object())
+    throw Error(what + ": field 'contention' must be an object");
+  const nlohmann::json& c = j["contention"];
+  auto cnumber = [&](const char* key) {
+    if (!c.contains(key) || !c[key].is_number())
+      throw Error(what + ": field 'contention." + key + "' must be a number");
+    const double x = c[key].get<double>();
+    if (!(x >= 0) || x > 1e4)
+      throw Error(what + ": field 'contention." + key + "' = " + std::to_string(x) + " is out of range");
+    return x;
+  };
+  if (!c.contains("workers") || !c["workers"].is_number_integer() || c["workers"].get<int>() < 0 ||
+      c["workers"].get<int>() > 4096)
+    throw Error(what + ": field 'contention.workers' must be an integer in [0, 4096]");
+  p.contentionWorkers = c["workers"].get<int>();
+  if (!c.contains("compute_busy_s") || !c["compute_busy_s"].is_array())
+    throw Error(what + ": field 'contention.compute_busy_s' must be an array of numbers");
+  for (const auto& x : c["compute_busy_s"]) {
+    if (!x.is_number() || !(x.get<double>() >= 0) || x.get<double>() > 1e4)
+      throw Error(what + ": field 'contention.compute_busy_s' must hold numbers in [0, 1e4]");
+    p.computeBusy.push_back(x.get<double>());
+  }
+  if (!p.computeBusy.empty() && p.computeBusy.size() != static_cast<size_t>(p.contentionWorkers) + 1)
+    throw Error(what + ": field 'contention.compute_busy_s' has " + std::to_string(p.computeBusy.size()) +
+                " entries, expected workers + 1 = " + std::to_string(p.contentionWorkers + 1));
+  p.decompressBusy = cnumber("decompress_busy_s");
+  p.fullReadBusy = cnumber("full_read_busy_s");
   return p;
 }
+}  // namespace
 
 }  // namespace zipmoe

@@ -1,6 +1,10 @@
 // profileStore: the store's measured I/O and CPU costs plus the expert FFN's time, fitted as
-// a + b·tokens by least squares over token counts 1..64, in the dtype and thread count the model uses.
+// a + b·tokens by least squares over token counts 1..64, in the dtype and thread count the model uses,
+// and the contention between that FFN and the runtime's decompression workers (measureContention,
+// with as many busy workers as the runtime starts by default: one per core).
+#include <algorithm>
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -57,6 +61,17 @@ CostProfile profileStore(const Store& store, ReadMode mode, ComputeDtype dtype, 
   }
   p.computePerToken = std::max(0.0, sxy / sxx);
   p.computeBase = std::max(1e-7, my - p.computePerToken * mt);
+  // The FFN of one token (a decode step) against 0..L busy decoders: the weights converted once, as
+  // the decode path reuses them.
+  const at::Tensor g1 = wg.to(type), u1 = wu.to(type), d1 = wd.to(type), x1 = at::randn({1, hidden}).to(type);
+  const auto once = [&] {
+    const auto start = std::chrono::steady_clock::now();
+    const at::Tensor y = gatedMlp(x1, g1, u1, d1);
+    (void)y.sum().item<float>();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const int workers = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  measureContention(p, store, mode, workers, once, 15);
   return p;
 }
 

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -96,6 +97,28 @@ struct SlotLayout {
   std::vector<uint64_t> outOffset;                       // output: per kind
 };
 
+// A speculative read (prefetch): one expert tensor's K E-chunks (one request) or its SM-chunk, into a
+// buffer the runtime owns, for a layer that has not been acquired yet. The I/O thread runs one only
+// when no operation of the current job is ready, so a demand read waits at most for the one prefetch
+// read in flight. A failed prefetch read is only counted: the layer reads what it needs itself.
+struct PrefetchRead {
+  uint64_t id = 0;                   // set by addPrefetch
+  int slot = 0;                      // the runtime's prefetch slot
+  int layer = 0, expert = 0, kind = 0;
+  int token = 0;                     // the forward step it was asked in (trace events)
+  bool sm = false;                   // false: the tensor's E-chunks; true: its SM-chunk
+  io::AlignedBuffer* dst = nullptr;  // grown by the I/O thread to `bytes` when smaller
+  uint64_t bytes = 0;                // the padded bytes to read
+  uint8_t state = 0;                 // 0 pending, 1 running, 2 done, 3 failed (executor mutex)
+};
+
+// What the I/O thread did for prefetching (totals since the executor started).
+struct PrefetchCounters {
+  uint64_t bytesRead = 0;
+  uint64_t reads = 0, failures = 0;
+  double secondsOutsideJobs = 0;  // reading while no layer job was running (the dense windows)
+};
+
 struct ExecOp {
   ExecKind kind = ExecKind::ReadE;
   int task = 0;
@@ -142,6 +165,16 @@ class Executor {
   // thread in the batch's destructor, after every operation has stopped.
   std::unique_ptr<ExpertBatch> run(std::shared_ptr<LayerJob> job, std::function<void(LayerJob&)> onEnd);
   int workers() const { return workers_; }
+
+  // Prefetching. Appends reads (in priority order) to the queue. REQUIRES: no pending or running read
+  // writes any of their buffers, and the caller leaves those buffers alone until it settles the slot.
+  void addPrefetch(std::vector<PrefetchRead> reads);
+  // Drops the slot's pending reads, waits until none of its reads is running (at most one read),
+  // removes its reads from the queue and returns those that completed.
+  std::vector<PrefetchRead> settlePrefetch(int slot);
+  PrefetchCounters prefetchCounters() const;
+  // Blocks until no prefetch read is pending or running.
+  void waitForPrefetch();
   uint64_t stagingBytes() const { return static_cast<uint64_t>(staging_.count) * staging_.slotBytes; }
   uint64_t outputBytes() const { return static_cast<uint64_t>(output_.count) * output_.slotBytes; }
 
@@ -151,6 +184,8 @@ class Executor {
   void loop(Role role, int index);
   // Under the mutex: the first ready op of the role's list, marked running; nullptr if none.
   ExecOp* pick(Role role);
+  PrefetchRead* pickPrefetch();
+  void executePrefetch(PrefetchRead read, bool outsideJob);
   bool ready(const ExecOp& op);
   void admit();
   void execute(LayerJob& job, int index, ExecOp& op);
@@ -168,10 +203,13 @@ class Executor {
   std::vector<io::AlignedBuffer> stagingSlots_, outputSlots_;
   std::vector<char> stagingFree_, outputFree_;
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable work_;   // threads: a job or an op became ready
   std::condition_variable model_;  // model thread: an expert became ready, or the job stopped
   std::shared_ptr<LayerJob> job_;
+  std::deque<PrefetchRead> prefetch_;  // pending, running and completed-but-unsettled reads
+  uint64_t nextPrefetchId_ = 1;
+  PrefetchCounters prefetchCounters_;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };

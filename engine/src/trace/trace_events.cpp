@@ -19,6 +19,7 @@ const char* traceOpName(TraceOp op) {
     case TraceOp::ExpertCompute: return "expert";
     case TraceOp::Dense: return "dense";
     case TraceOp::Stall: return "stall";
+    case TraceOp::Prefetch: return "prefetch";
   }
   return "?";
 }

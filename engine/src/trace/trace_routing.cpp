@@ -61,6 +61,7 @@ void TraceRouting::setPrompt(int prompt) {
     throw Error("TraceRouting: prompt " + std::to_string(prompt) + " is out of range 0 .. " +
                 std::to_string(trace_->numPrompts() - 1) + " (trace of " + trace_->model() + ")");
   prompt_ = prompt;
+  peeked_.assign(pools_.size(), {});
   for (size_t l = 0; l < pools_.size(); ++l) {
     Pool& pool = pools_[l];
     pool.remaining.clear();
@@ -82,6 +83,29 @@ int TraceRouting::traceLayer(int moeLayer) const {
 }
 
 void TraceRouting::choose(int moeLayer, int64_t tokens, int k, std::span<int64_t> out) {
+  traceLayer(moeLayer);  // checks the layer
+  std::vector<int64_t>& ahead = peeked_[static_cast<size_t>(moeLayer)];
+  if (!ahead.empty() && ahead.size() == out.size() && k == k_) {
+    std::copy(ahead.begin(), ahead.end(), out.begin());
+    ahead.clear();
+    return;
+  }
+  ahead.clear();
+  draw(moeLayer, tokens, k, out);
+}
+
+bool TraceRouting::peek(int moeLayer, int64_t tokens, int k, std::span<int64_t> out) {
+  traceLayer(moeLayer);
+  std::vector<int64_t>& ahead = peeked_[static_cast<size_t>(moeLayer)];
+  if (ahead.empty() || ahead.size() != out.size()) {
+    ahead.assign(out.size(), 0);
+    draw(moeLayer, tokens, k, ahead);
+  }
+  std::copy(ahead.begin(), ahead.end(), out.begin());
+  return true;
+}
+
+void TraceRouting::draw(int moeLayer, int64_t tokens, int k, std::span<int64_t> out) {
   const int rowLayer = traceLayer(moeLayer);
   if (k != k_)
     throw Error("TraceRouting: asked for " + std::to_string(k) + " experts per token, constructed for " +

@@ -10,6 +10,7 @@
 
 #include "engine/budget_slider.h"
 #include "test_support.h"
+#include "zipmoe/activation_trace.h"
 #include "zipmoe/converter.h"
 #include "zipmoe/engine.h"
 #include "zipmoe/error.h"
@@ -60,6 +61,7 @@ struct Model {
   CostProfile profile;
   Run resident;
   std::vector<int32_t> prompt;
+  std::shared_ptr<ExpertTokenTable> table;  // recorded from the resident run (prefetch predictor `table`)
 };
 
 }  // namespace
@@ -79,9 +81,16 @@ class TestGenerationBitExact : public QObject {
     convertCheckpoint(hf, m.store, c);
     m.opened = std::shared_ptr<const Store>(Store::open(m.store).release());
     m.profile = profileStore(*m.opened, ReadMode::Direct, ComputeDtype::Auto, 0, 6);
-    auto model = MoeModel::load(m.store);
+    ModelOptions recording;
+    {
+      auto probe = MoeModel::load(m.store);
+      m.table = std::make_shared<ExpertTokenTable>(probe->config().numMoeLayers(), probe->config().numExperts);
+    }
+    recording.prefetch.record = m.table;
+    auto model = MoeModel::load(m.store, recording);
     for (int i = 0; i < 12; ++i) m.prompt.push_back(static_cast<int32_t>((37 * i + 11) % model->config().vocabSize));
     m.resident = runModel(*model, m.prompt, 12);
+    QVERIFY(m.table->pairs() > 0);
   }
 
   std::filesystem::path tinyModel(ModelFamily family, int layers, const std::string& name) {
@@ -98,6 +107,7 @@ class TestGenerationBitExact : public QObject {
       const char* name;
       double fraction;
       RuntimeOptions options;
+      PrefetchOptions prefetch = {};
     };
     std::vector<Case> cases;
     for (double f : {0.0, 0.1, 0.35, 1.0}) {
@@ -113,6 +123,26 @@ class TestGenerationBitExact : public QObject {
       o.eviction = policy;
       cases.push_back({"zipmoe-eviction", 0.25, o});
     }
+    // Raw misses (whole BF16 tensors from the checkpoint), always and as planned.
+    for (double f : {0.0, 0.1, 0.35, 1.0})
+      for (auto raw : {RawMisses::Always, RawMisses::Planned}) {
+        RuntimeOptions o;
+        o.replanEverySteps = 4;
+        o.checkpointDir = m.hf;
+        o.rawMisses = raw;
+        cases.push_back({raw == RawMisses::Always ? "zipmoe-raw-always" : "zipmoe-raw-planned", f, o});
+      }
+    // Speculative prefetch with each real predictor (the oracle needs a trace: its own test).
+    for (double f : {0.0, 0.35})
+      for (auto predictor : {PrefetchPredictor::NextRouter, PrefetchPredictor::PreviousToken, PrefetchPredictor::TokenTable}) {
+        RuntimeOptions o;
+        o.replanEverySteps = 4;
+        o.prefetchSlots = predictor == PrefetchPredictor::PreviousToken ? 1 : -1;
+        PrefetchOptions p;
+        p.predictor = predictor;
+        p.table = m.table;
+        cases.push_back({"zipmoe-prefetch", f, o, p});
+      }
     RuntimeOptions variant;
     variant.fifoSchedule = true;
     variant.planning = false;
@@ -135,13 +165,21 @@ class TestGenerationBitExact : public QObject {
       auto rt = ExpertRuntime::open(m.opened, o, profile);
       ModelOptions mo;
       mo.experts = rt;
+      mo.prefetch = c.prefetch;
       auto model = MoeModel::load(m.store, mo);
       const Run r = runModel(*model, m.prompt, 12);
-      QVERIFY2(identical(r, m.resident), qPrintable(QString("%1 at %2 of expert bytes, pools %3 differs from the resident run")
-                                                        .arg(c.name).arg(c.fraction).arg(o.pools)));
+      QVERIFY2(identical(r, m.resident), qPrintable(QString("%1 (%2) at %3 of expert bytes, pools %4 differs from the resident run")
+                                                        .arg(c.name, prefetchPredictorName(c.prefetch.predictor))
+                                                        .arg(c.fraction).arg(o.pools)));
       const RuntimeStats st = rt->stats();
       QVERIFY(st.heldBytes <= st.budgetBytes);
       QVERIFY(st.activations > 0);
+      if (c.prefetch.predictor != PrefetchPredictor::Off) {
+        QVERIFY(st.prefetchHintedExperts > 0);
+        const PrefetchAccuracy a = model->prefetchAccuracy();
+        QCOMPARE(a.layers.size(), static_cast<size_t>(model->config().numMoeLayers()));
+        QVERIFY(a.recall() >= 0 && a.recall() <= 1);
+      }
     }
   }
 
@@ -153,6 +191,72 @@ class TestGenerationBitExact : public QObject {
     checkConfigurations(huffman);
     prepare(zstd, hf, "olmoe-zstd", parseCodecSpec("zstd"), 2);
     checkConfigurations(zstd);
+  }
+
+  // The oracle predictor on trace-replayed routing, at accuracies 0 (every guess wrong), 0.5 and 1:
+  // the same tokens and logits as the resident run with the same replayed routing, and the model's
+  // own score of its guesses matches the accuracy asked for at its ends.
+  void oraclePrefetchAtEveryAccuracyIsBitIdentical() {
+    const auto hf = tinyModel(ModelFamily::Qwen2Moe, 3, "qwen-oracle-hf");
+    Model m;
+    prepare(m, hf, "qwen-oracle", CodecSpec{}, 4);
+    auto probe = MoeModel::load(m.store);
+    const int experts = probe->config().numExperts, k = probe->config().numExpertsPerTok;
+    const int layers = probe->config().numMoeLayers(), tokens = 64;
+    const auto path = dir_ / "oracle-trace.tsv";
+    {
+      std::ofstream out(path);
+      out << "# expert-activation trace: model=Synthetic top_k=" << k << " experts=" << experts << " layers=" << layers << "; test\n";
+      out << "prompt\tlayer";
+      for (int e = 0; e < experts; ++e) out << "\te" << e;
+      out << "\n";
+      for (int l = 0; l < layers; ++l) {
+        std::vector<int> counts(static_cast<size_t>(experts), 0);
+        for (int t = 0; t < tokens; ++t)
+          for (int j = 0; j < k; ++j) ++counts[static_cast<size_t>((t * 3 + l + j * (experts / k)) % experts)];
+        out << 0 << "\t" << l;
+        for (int c : counts) out << "\t" << c;
+        out << "\n";
+      }
+    }
+    const auto trace = ActivationTrace::load(path);
+    const auto replay = [&] { return std::make_shared<TraceRouting>(trace, layers, experts, k, 5); };
+    ModelOptions residentOptions;
+    residentOptions.routing = replay();
+    auto resident = MoeModel::load(m.store, residentOptions);
+    const Run reference = runModel(*resident, m.prompt, 12);
+    for (double accuracy : {0.0, 0.5, 1.0}) {
+      RuntimeOptions o;
+      o.budget = MemoryBudget::poolsForShare(0.1);
+      o.prefetchSlots = -1;
+      auto rt = ExpertRuntime::open(m.opened, o, m.profile);
+      ModelOptions mo;
+      mo.experts = rt;
+      mo.routing = replay();
+      mo.prefetch.predictor = PrefetchPredictor::Oracle;
+      mo.prefetch.oracleAccuracy = accuracy;
+      auto model = MoeModel::load(m.store, mo);
+      const Run r = runModel(*model, m.prompt, 12);
+      QVERIFY2(identical(r, reference), qPrintable(QString("oracle prefetch at accuracy %1 changed the output").arg(accuracy)));
+      const PrefetchAccuracy a = model->prefetchAccuracy();
+      // Layers 1.. are predicted by the oracle; layer 0 by the previous step's experts.
+      uint64_t requested = 0, covered = 0;
+      for (size_t l = 1; l < a.layers.size(); ++l) {
+        requested += a.layers[l].requested;
+        covered += a.layers[l].covered;
+      }
+      QVERIFY(requested > 0);
+      if (accuracy == 0.0) QCOMPARE(covered, uint64_t{0});
+      if (accuracy == 1.0) QCOMPARE(covered, requested);
+      const RuntimeStats st = rt->stats();
+      QVERIFY(st.heldBytes <= st.budgetBytes);
+      QVERIFY(st.prefetchHintedExperts > 0);
+    }
+    ModelOptions bad;
+    bad.prefetch.predictor = PrefetchPredictor::Oracle;  // no routing override to look ahead in
+    QVERIFY_THROWS_EXCEPTION(Error, MoeModel::load(m.store, bad));
+    bad.prefetch.predictor = PrefetchPredictor::TokenTable;  // no table
+    QVERIFY_THROWS_EXCEPTION(Error, MoeModel::load(m.store, bad));
   }
 
   void demoModelIsBitIdenticalWhileTheBudgetMoves() {
