@@ -520,8 +520,8 @@ const CommandSpec& suiteSpec() {
       1, 1,
       "A budget PCT is PCT % of the model's expert bytes in BF16, the whole budget (working set included), as in\n"
       "`generate --budget PCT%`; a system whose minimum is above it is reported as skipped.\n"
-      "Systems: zipmoe, zipmoe-prefetch (speculative prefetch: the next-layer router, or on a trace the oracle at the\n"
-      "router's measured recall), zipmoe-prefetch:ACC (the oracle at accuracy ACC, on a trace), zipmoe:POOLS (e.g.\n"
+      "Systems: zipmoe, zipmoe-prefetch (speculative prefetch: the next-layer router, or on a trace the oracle at the best\n"
+      "predictor's recall measured on the demo model, 0.76), zipmoe-prefetch:ACC (the oracle at accuracy ACC, on a trace), zipmoe:POOLS (e.g.\n"
       "zipmoe:FS), zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-lru, zipmoe-fifo,\n"
       "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking."};
   return spec;

@@ -30,32 +30,23 @@ PrefetchPredictor parsePrefetchPredictor(std::string_view text) {
   throw Error("unknown prefetch predictor '" + std::string(text) + "' (expected off, router, previous, table or oracle)");
 }
 
-double PrefetchAccuracy::exactShare() const {
-  uint64_t n = 0, exact = 0;
-  for (const Layer& l : layers) {
-    n += l.predictions;
-    exact += l.exact;
+namespace {
+
+// Σ num / Σ den over the layers (0 when the denominator is 0).
+double layerRatio(const PrefetchAccuracy& a, uint64_t PrefetchAccuracy::Layer::*num, uint64_t PrefetchAccuracy::Layer::*den) {
+  uint64_t n = 0, d = 0;
+  for (const PrefetchAccuracy::Layer& l : a.layers) {
+    n += l.*num;
+    d += l.*den;
   }
-  return n ? static_cast<double>(exact) / static_cast<double>(n) : 0.0;
+  return d ? static_cast<double>(n) / static_cast<double>(d) : 0.0;
 }
 
-double PrefetchAccuracy::recall() const {
-  uint64_t requested = 0, covered = 0;
-  for (const Layer& l : layers) {
-    requested += l.requested;
-    covered += l.covered;
-  }
-  return requested ? static_cast<double>(covered) / static_cast<double>(requested) : 0.0;
-}
+}  // namespace
 
-double PrefetchAccuracy::precision() const {
-  uint64_t predicted = 0, covered = 0;
-  for (const Layer& l : layers) {
-    predicted += l.predicted;
-    covered += l.covered;
-  }
-  return predicted ? static_cast<double>(covered) / static_cast<double>(predicted) : 0.0;
-}
+double PrefetchAccuracy::exactShare() const { return layerRatio(*this, &Layer::exact, &Layer::predictions); }
+double PrefetchAccuracy::recall() const { return layerRatio(*this, &Layer::covered, &Layer::requested); }
+double PrefetchAccuracy::precision() const { return layerRatio(*this, &Layer::covered, &Layer::predicted); }
 
 ExpertTokenTable::ExpertTokenTable(int layers, int experts) : layers_(layers), experts_(experts) {
   if (layers < 1 || experts < 1)

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/experts/runtime_fixture.h"
 #include "test_support.h"
 #include "zipmoe/converter.h"
 #include "zipmoe/cost_profile.h"
@@ -24,93 +25,11 @@
 #include "zipmoe/synthetic_model.h"
 
 using namespace zipmoe;
+using zipmoe::testing::Fixture;
+using zipmoe::testing::makeFixture;
+using zipmoe::testing::requestStream;
+using zipmoe::testing::runStream;
 using zipmoe::testing::TempDir;
-
-namespace {
-
-struct Fixture {
-  std::filesystem::path hf, store;
-  std::shared_ptr<const Store> opened;
-  std::vector<std::vector<uint16_t>> reference;  // [(layer * experts + expert) * kinds + kind]
-  CostProfile profile;
-};
-
-void makeFixture(Fixture& f, const std::filesystem::path& root) {
-  f.hf = root / "hf";
-  f.store = root / "store";
-  SyntheticModelOptions options;
-  options.family = ModelFamily::Qwen2Moe;
-  options.preset = "tiny";
-  options.layers = 3;
-  generateSyntheticModel(f.hf, options);
-  ConvertOptions convert;
-  convert.shards = 4;
-  convertCheckpoint(f.hf, f.store, convert);
-  f.opened = std::shared_ptr<const Store>(Store::open(f.store).release());
-  const Manifest& m = f.opened->manifest();
-  for (int l = 0; l < m.numLayers(); ++l)
-    for (int e = 0; e < m.numExperts; ++e)
-      for (int k = 0; k < m.numKinds(); ++k) {
-        std::vector<uint16_t> words(m.expert(l, e, k).numel);
-        f.opened->readExpertTensor(l, e, k, words.data(), ReadMode::Buffered);
-        f.reference.push_back(std::move(words));
-      }
-  f.profile = measureCostProfile(*f.opened, ReadMode::Direct, 8);
-}
-
-// Skewed requests: k distinct experts per layer and step, popular ones more often.
-std::vector<std::vector<std::vector<ExpertRequest>>> requestStream(int steps, int layers, int experts, int k,
-                                                                   uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::vector<std::vector<ExpertRequest>>> out;
-  for (int s = 0; s < steps; ++s) {
-    std::vector<std::vector<ExpertRequest>> step;
-    for (int l = 0; l < layers; ++l) {
-      std::vector<double> w;
-      for (int e = 0; e < experts; ++e) w.push_back(1.0 / (1.0 + (e + 3 * l) % experts));
-      std::vector<ExpertRequest> reqs;
-      for (int j = 0; j < k; ++j) {
-        std::discrete_distribution<int> pick(w.begin(), w.end());
-        const int e = pick(rng);
-        w[static_cast<size_t>(e)] = 0;
-        reqs.push_back({e, 1 + static_cast<int>(rng() % 2)});
-      }
-      std::sort(reqs.begin(), reqs.end(), [](auto& a, auto& b) { return a.expert < b.expert; });
-      step.push_back(reqs);
-    }
-    out.push_back(step);
-  }
-  return out;
-}
-
-// Runs the stream, checking every tensor against the store's and the memory bound.
-void runStream(Fixture& f, ExpertRuntime& rt, const std::vector<std::vector<std::vector<ExpertRequest>>>& stream) {
-  const Manifest& m = f.opened->manifest();
-  for (const auto& step : stream)
-    for (int l = 0; l < m.numLayers(); ++l) {
-      const auto& reqs = step[static_cast<size_t>(l)];
-      auto batch = rt.acquire(l, reqs);
-      std::set<int> got;
-      while (auto ready = batch->next()) {
-        if (!got.insert(ready->expert).second) qFatal("expert returned twice");
-        for (int k = 0; k < m.numKinds(); ++k) {
-          const auto& ref = f.reference[(static_cast<size_t>(l) * static_cast<size_t>(m.numExperts) +
-                                         static_cast<size_t>(ready->expert)) * static_cast<size_t>(m.numKinds()) +
-                                        static_cast<size_t>(k)];
-          if (std::memcmp(ref.data(), ready->tensors[static_cast<size_t>(k)], ref.size() * 2) != 0)
-            qFatal("layer %d expert %d tensor %d differs from the store", l, ready->expert, k);
-        }
-      }
-      if (got.size() != reqs.size()) qFatal("batch returned %zu of %zu experts", got.size(), reqs.size());
-      batch.reset();
-      const RuntimeStats st = rt.stats();
-      if (st.heldBytes > st.budgetBytes)
-        qFatal("held %llu bytes over the budget %llu", static_cast<unsigned long long>(st.heldBytes),
-               static_cast<unsigned long long>(st.budgetBytes));
-    }
-}
-
-}  // namespace
 
 class TestRawMisses : public QObject {
   Q_OBJECT
@@ -120,7 +39,7 @@ class TestRawMisses : public QObject {
   Fixture f_;
 
  private Q_SLOTS:
-  void initTestCase() { makeFixture(f_, dir_ / "model"); }
+  void initTestCase() { makeFixture(f_, dir_ / "model", CodecSpec{}, 4); }
 
   void rawMissesAreBitExactAtEveryBudget() {
     const Manifest& m = f_.opened->manifest();
@@ -135,7 +54,7 @@ class TestRawMisses : public QObject {
           o.checkpointDir = f_.hf;
           o.rawMisses = mode;
           o.budget = MemoryBudget::poolsForShare(fraction);
-          auto rt = ExpertRuntime::open(f_.opened, o, f_.profile);
+          auto rt = ExpertRuntime::open(f_.opened, o, f_.directProfile);
           runStream(f_, *rt, stream);
           const RuntimeStats st = rt->stats();
           QCOMPARE(st.hits[0] + st.hits[1] + st.hits[2] + st.hits[3] + st.misses, st.activations);
@@ -152,7 +71,7 @@ class TestRawMisses : public QObject {
     o.checkpointDir = f_.hf;
     o.rawMisses = RawMisses::Always;
     o.budget = MemoryBudget::poolsForShare(0.0);
-    auto rt = ExpertRuntime::open(f_.opened, o, f_.profile);
+    auto rt = ExpertRuntime::open(f_.opened, o, f_.directProfile);
     runStream(f_, *rt, requestStream(3, m.numLayers(), m.numExperts, 2, 9));
     const RuntimeStats st = rt->stats();
     QCOMPARE(st.misses, st.activations);
@@ -165,11 +84,11 @@ class TestRawMisses : public QObject {
     RuntimeOptions o;
     o.rawMisses = RawMisses::Always;
     o.budget = MemoryBudget::poolsForShare(0.2);
-    ZIPMOE_EXPECT_ERROR(ExpertRuntime::open(f_.opened, o, f_.profile), "checkpointDir");
+    ZIPMOE_EXPECT_ERROR(ExpertRuntime::open(f_.opened, o, f_.directProfile), "checkpointDir");
   }
 
   void contentionIsMeasuredWithRealDecoders() {
-    CostProfile p = f_.profile;
+    CostProfile p = f_.directProfile;
     QVERIFY(p.tensorRead > 0);
     // A stand-in for the FFN: a short busy loop; the figures' shape, not their values, is checked.
     const auto spin = [] {
@@ -186,7 +105,7 @@ class TestRawMisses : public QObject {
     QVERIFY(p.fullReadBusy > 0);
     QVERIFY(p.computeSlowdown() >= 1 && p.decompressSlowdown() >= 1 && p.readSlowdown() >= 1);
     // Without an FFN: the decoders' pace and the reads, no compute figures (no contention term).
-    CostProfile q = f_.profile;
+    CostProfile q = f_.directProfile;
     measureContention(q, *f_.opened, ReadMode::Direct, 1, {}, 2);
     QVERIFY(!q.hasContention());
     QCOMPARE(q.computeSlowdown(), 1.0);
