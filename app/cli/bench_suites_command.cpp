@@ -356,7 +356,7 @@ class SuiteRunner {
         j["latency"] = perLength;
       }
       results.push_back(j);
-      series.push_back(sr);
+      if (!r.skipped) series.push_back(sr);  // a skipped system (budget below its minimum) has no curve
     }
     doc["results"] = results;
     doc["budget_percent"] = o_.budget;

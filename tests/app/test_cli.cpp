@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <fstream>
 
 #include "test_support.h"
@@ -348,7 +349,7 @@ class TestCli : public QObject {
                                "--tokens", "4", "--warmup", "1", "--prompt-tokens", "3", "--prompts", "0"};
     r = runCli(QStringList{"bench", "suite", "all"} + suite);
     QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
-    for (const char* name : {"budget", "batch", "length", "ablation", "scheduler", "threads"}) {
+    for (const char* name : {"budget", "batch", "length", "ablation", "scheduler", "threads", "prefetch"}) {
       QFile f(path(tmp / "suites" / (std::string(name) + "-tiny.json")));
       QVERIFY2(f.open(QIODevice::ReadOnly), name);
       const QJsonObject doc = QJsonDocument::fromJson(f.readAll()).object();
@@ -364,6 +365,20 @@ class TestCli : public QObject {
         QCOMPARE(image.read(4), QByteArray("\x89PNG", 4));
       }
     }
+    {  // The prefetch suite: each prefetching result reports its predictor's recall, and the oracle
+       // at accuracy 1 names more of the requested experts than at 0 (layer 0 of a step is named by
+       // the previous step's experts in both, so neither is exactly 0 or 1 over all layers).
+      QFile f(path(tmp / "suites" / "prefetch-tiny.json"));
+      QVERIFY(f.open(QIODevice::ReadOnly));
+      std::map<QString, double> recall;
+      for (const auto v : QJsonDocument::fromJson(f.readAll()).object()["results"].toArray()) {
+        const QJsonObject res = v.toObject();
+        if (!res["skipped"].toBool() && res.contains("prefetch"))
+          recall[res["system"].toString()] = res["prefetch"].toObject()["recall"].toDouble();
+      }
+      QVERIFY(recall.count("zipmoe-prefetch:0") && recall.count("zipmoe-prefetch:1"));
+      QVERIFY(recall["zipmoe-prefetch:0"] < recall["zipmoe-prefetch:1"]);
+    }
     QVERIFY2(r.out.contains("makespan / lower bound"), qPrintable(r.out));
     QCOMPARE(r.err.count("bench: warm-up: read 2 files"), 1);  // once per process: the store's experts and the checkpoint
     checkReportAndCompare(tmp / "suites");
@@ -372,7 +387,7 @@ class TestCli : public QObject {
     // system ran once first, once second and once last; the figure is the median of the three.
     QStringList repeated = suite;
     repeated[repeated.indexOf("--out") + 1] = path(tmp / "repeated");
-    r = runCli(QStringList{"bench", "suite", "budget", "--repeat", "3"} + repeated);
+    r = runCli(QStringList{"bench", "suite", "budget", "--repeat", "3", "--systems", "zipmoe,zipmoe-noplan,full-lru"} + repeated);
     QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
     QVERIFY2(r.err.contains("to prime 18 measurements"), qPrintable(r.err));  // 2 budgets × 3 systems × 3 rounds
     QVERIFY2(r.out.contains("60 % #3") && r.out.contains("90 % median"), qPrintable(r.out));
