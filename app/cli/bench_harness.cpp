@@ -141,13 +141,7 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
   if (text == "zipmoe-prefetch" || text.rfind("zipmoe-prefetch:", 0) == 0) {
     s.options.prefetchSlots = -1;
     s.prefetch = true;
-    if (text.size() > 16) {
-      char* end = nullptr;
-      const std::string acc = text.substr(16);
-      s.oracleAccuracy = std::strtod(acc.c_str(), &end);
-      if (*end != '\0' || !(s.oracleAccuracy >= 0 && s.oracleAccuracy <= 1))
-        throw Error("system " + text + ": the oracle's accuracy must be a number in [0, 1]");
-    }
+    if (text.size() > 16) s.oracleAccuracy = parseNumberIn("--systems " + text + " (the oracle's accuracy)", text.substr(16), 0, 1);
     return s;
   }
   if (text == "zipmoe-raw" || text.rfind("zipmoe-raw:", 0) == 0) {  // misses may be raw reads (the plan decides)

@@ -104,10 +104,8 @@ int runBenchPrefetchAccuracy(const Args& arguments) {
                                 {"precision", a.precision()}, {"layers", nlohmann::ordered_json::array()}};
     std::printf("%-9s %7.1f%% %7.1f%% %8.1f%%  ", prefetchPredictorName(p), 100 * a.exactShare(), 100 * a.recall(), 100 * a.precision());
     for (const auto& l : a.layers) {
-      const double recall = l.requested ? static_cast<double>(l.covered) / static_cast<double>(l.requested) : 0.0;
-      const double exact = l.predictions ? static_cast<double>(l.exact) / static_cast<double>(l.predictions) : 0.0;
-      j["layers"].push_back({{"predictions", l.predictions}, {"exact", exact}, {"recall", recall}});
-      std::printf(" %.2f", recall);
+      j["layers"].push_back({{"predictions", l.predictions}, {"exact", l.exactShare()}, {"recall", l.recall()}});
+      std::printf(" %.2f", l.recall());
     }
     std::printf("\n");
     doc["predictors"].push_back(j);

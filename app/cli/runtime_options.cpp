@@ -130,11 +130,7 @@ std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOpt
     if (colon != std::string::npos) {
       if (p.predictor != PrefetchPredictor::Oracle)
         throw Error("option --prefetch " + *v + ": only oracle takes an accuracy (oracle:0.5)");
-      char* end = nullptr;
-      const std::string acc = v->substr(colon + 1);
-      p.oracleAccuracy = std::strtod(acc.c_str(), &end);
-      if (acc.empty() || *end != '\0' || !(p.oracleAccuracy >= 0 && p.oracleAccuracy <= 1))
-        throw Error("option --prefetch " + *v + ": the oracle's accuracy must be a number in [0, 1], got '" + acc + "'");
+      p.oracleAccuracy = parseNumberIn("--prefetch " + *v + " (the oracle's accuracy)", v->substr(colon + 1), 0, 1);
     }
     if (p.predictor == PrefetchPredictor::Oracle && !line.has("--replay-trace"))
       throw Error("option --prefetch oracle knows the routing only from a replayed trace: give --replay-trace TSV");

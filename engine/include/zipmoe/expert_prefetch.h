@@ -77,6 +77,8 @@ struct PrefetchAccuracy {
     uint64_t requested = 0;    // Σ requested experts over those steps
     uint64_t covered = 0;      // … of which were predicted
     uint64_t predicted = 0;    // Σ predicted experts
+    double exactShare() const { return predictions ? static_cast<double>(exact) / static_cast<double>(predictions) : 0.0; }
+    double recall() const { return requested ? static_cast<double>(covered) / static_cast<double>(requested) : 0.0; }
   };
   std::vector<Layer> layers;
   double exactShare() const;   // Σ exact / Σ predictions

@@ -436,8 +436,8 @@ class Runtime final : public ExpertRuntime {
       const bool requested = slot.layer == layer && std::any_of(requests.begin(), requests.end(), [&](const ExpertRequest& r) {
                                return r.expert == slot.expert;
                              });
-      if (!requested) {
-        if (slot.layer == layer || hint_.consumed || slot.layer != hint_.layer) releaseSlot(static_cast<int>(i));
+      if (!requested) {  // a wrong guess, unless it is for the standing hint's (later) layer
+        if (hint_.consumed || slot.layer != hint_.layer) releaseSlot(static_cast<int>(i));
         continue;
       }
       experts::PrefetchedParts p;

@@ -52,7 +52,8 @@ double FullTensorStrategy::buildJob(cache::ExpertCache& cache, const LayerReques
       ++counts.hits[0];
       for (int kind = 0; kind < kinds; ++kind)
         je.tensors[static_cast<size_t>(kind)] = reinterpret_cast<const uint16_t*>(
-            entry.tensors[static_cast<size_t>(kind)].full.data() + source_.tensor(layer, r.expert, kind).dataOffset);
+            entry.tensors[static_cast<size_t>(kind)].full.data() +
+            sched::fullReadTensorOffset(source_.tensor(layer, r.expert, kind).dataOffset));
       cache.touch(layer, r.expert, request.useClock);
       job.experts.push_back(std::move(je));
       job.computeOrder.push_back(idx);
@@ -68,25 +69,11 @@ double FullTensorStrategy::buildJob(cache::ExpertCache& cache, const LayerReques
     kp.pool = keep ? 0 : cache::kNoPool;
     kp.parts.resize(static_cast<size_t>(kinds));
     for (int kind = 0; kind < kinds; ++kind) {
-      const FullTensorLocation& where = source_.tensor(layer, r.expert, kind);
-      sched::JobTask t;
-      t.expertIndex = idx;
-      t.kind = kind;
-      t.fullRead = true;
-      t.key = ChunkKey{layer, r.expert, kind, 0};
-      t.entry = &store_.manifest().expert(layer, r.expert, kind);
-      t.fullRange = where.range;
-      t.dataOffset = where.dataOffset;
-      t.tensorBytes = where.tensorBytes;
-      if (keep) {
-        reuseBuffer(recycled, kp.parts[static_cast<size_t>(kind)].full, where.range.length);
-        t.keepFull = &kp.parts[static_cast<size_t>(kind)].full;
-      }
       sched::ExecOp op;
       op.kind = sched::ExecKind::ReadFull;
       op.task = static_cast<int>(job.tasks.size());
       job.io.push_back(op);
-      job.tasks.push_back(std::move(t));
+      job.tasks.push_back(fullReadTask(store_, source_, layer, r.expert, kind, idx, keep ? &kp : nullptr, recycled));
     }
     job.experts.push_back(std::move(je));
     job.computeOrder.push_back(idx);

@@ -24,6 +24,8 @@
 
 namespace zipmoe::experts {
 
+class FullTensorSource;
+
 // A plan in force: per layer the pools' ratios and capacities (the baseline: one entry), and the
 // budget and pool subset it was made for.
 struct Plan {
@@ -88,6 +90,10 @@ class OffloadStrategy {
 sched::JobExpert startExpert(const ExpertRequest& request, int kinds, JobCounts& counts);
 // Pins every requested expert: its resident parts are in use until the batch ends.
 void pinRequested(cache::ExpertCache& cache, int layer, std::span<const ExpertRequest> requests);
+// The ReadFull task of one expert tensor from the HF checkpoint (the baseline's read, and a ZipMoE
+// raw miss's). With `keep`, the read goes into its kept F part (an evicted buffer reused when one fits).
+sched::JobTask fullReadTask(const Store& store, const FullTensorSource& source, int layer, int expert, int kind,
+                            int expertIndex, Keep* keep, std::vector<cache::TensorParts>& recycled);
 // Moves into `dst` a buffer of about `bytes` (not more than 1/8 larger) from the evicted experts'
 // buffers, when there is one: the next layer reuses what the last one evicted.
 void reuseBuffer(std::vector<cache::TensorParts>& recycled, io::AlignedBuffer& dst, uint64_t bytes);

@@ -12,6 +12,17 @@ namespace zipmoe::experts {
 
 using cache::TensorParts;
 
+namespace {
+
+// A prefetched part is the task's resident input; a part the cache keeps moves there (no copy).
+const uint8_t* usePrefetched(io::AlignedBuffer& prefetched, bool keep, io::AlignedBuffer& kept) {
+  if (!keep) return prefetched.data();
+  kept = std::move(prefetched);
+  return kept.data();
+}
+
+}  // namespace
+
 ZipMoeStrategy::ZipMoeStrategy(const Store& store, const ExpertSizes& sizes, const RuntimeOptions& options,
                                const CostProfile& profile)
     : store_(store), sizes_(sizes), options_(options), profile_(profile) {
@@ -94,10 +105,10 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
       ++counts.hits[static_cast<size_t>(poolIndex(Pool::F))];
       const bool fromRaw = rawInF_[static_cast<size_t>(layer * sizes_.experts() + r.expert)] != 0;
       for (int kind = 0; kind < kinds; ++kind) {
-        // A raw read left the tensor at its offset in the aligned read (moved to 0 when odd).
-        const uint64_t at = fromRaw ? raw_->tensor(layer, r.expert, kind).dataOffset : 0;
-        je.tensors[static_cast<size_t>(kind)] = reinterpret_cast<const uint16_t*>(
-            entry.tensors[static_cast<size_t>(kind)].full.data() + (at % 2 != 0 ? 0 : at));
+        // A raw read left the tensor inside the checkpoint's aligned read.
+        const uint64_t at = fromRaw ? sched::fullReadTensorOffset(raw_->tensor(layer, r.expert, kind).dataOffset) : 0;
+        je.tensors[static_cast<size_t>(kind)] =
+            reinterpret_cast<const uint16_t*>(entry.tensors[static_cast<size_t>(kind)].full.data() + at);
       }
       cache.touch(layer, r.expert, request.useClock);
       job.experts.push_back(std::move(je));
@@ -138,7 +149,9 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
     kp.parts.resize(static_cast<size_t>(kinds));
     if (keepPool == poolIndex(Pool::F)) rawInF_[static_cast<size_t>(layer * sizes_.experts() + r.expert)] = rawRead ? 1 : 0;
     if (rawRead) {
-      addRawTasks(layer, r.expert, idx, keepPool == poolIndex(Pool::F) ? &kp : nullptr, recycled, rawTasks);
+      for (int kind = 0; kind < kinds; ++kind)
+        rawTasks.push_back(fullReadTask(store_, *raw_, layer, r.expert, kind, idx,
+                                        keepPool == poolIndex(Pool::F) ? &kp : nullptr, recycled));
       job.experts.push_back(std::move(je));
       continue;
     }
@@ -172,22 +185,14 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
       TensorParts& parts = kp.parts[static_cast<size_t>(kind)];
       if (pfE) {
         pf->usedBytes += t.eBytes;
-        if (keepE) {  // the cache keeps the prefetched buffer itself
-          parts.e = std::move(*pfE);
-          pfE = &parts.e;
-        }
-        t.eResident = pfE->data();
+        t.eResident = usePrefetched(*pfE, keepE, parts.e);
       } else if (keepE && !hasE) {
         reuseBuffer(recycled, parts.e, t.eBytes);
         t.keepE = &parts.e;
       }
       if (pfSM) {
         pf->usedBytes += te.smChunk.paddedSize;
-        if (keepSM) {
-          parts.sm = std::move(*pfSM);
-          pfSM = &parts.sm;
-        }
-        t.smResident = pfSM->data();
+        t.smResident = usePrefetched(*pfSM, keepSM, parts.sm);
       } else if (keepSM && !hasSM) {
         reuseBuffer(recycled, parts.sm, te.smChunk.paddedSize);
         t.keepSM = &parts.sm;
@@ -214,27 +219,6 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
     predicted += static_cast<double>(rawTasks.size()) * profile_.fullRead;
   }
   return predicted;
-}
-
-void ZipMoeStrategy::addRawTasks(int layer, int expert, int idx, Keep* keep, std::vector<TensorParts>& recycled,
-                                 std::vector<sched::JobTask>& raw) const {
-  for (int kind = 0; kind < sizes_.kinds(); ++kind) {
-    const FullTensorLocation& where = raw_->tensor(layer, expert, kind);
-    sched::JobTask t;
-    t.expertIndex = idx;
-    t.kind = kind;
-    t.fullRead = true;
-    t.key = ChunkKey{layer, expert, kind, 0};
-    t.entry = &store_.manifest().expert(layer, expert, kind);
-    t.fullRange = where.range;
-    t.dataOffset = where.dataOffset;
-    t.tensorBytes = where.tensorBytes;
-    if (keep) {
-      reuseBuffer(recycled, keep->parts[static_cast<size_t>(kind)].full, where.range.length);
-      t.keepFull = &keep->parts[static_cast<size_t>(kind)].full;
-    }
-    raw.push_back(std::move(t));
-  }
 }
 
 double ZipMoeStrategy::order(sched::LayerJob& job) const {

@@ -46,10 +46,6 @@ class ZipMoeStrategy final : public OffloadStrategy {
   // Turns the schedule of the job's tasks (Algorithm 1 or FIFO) into the executor's operation
   // lists; returns the simulated makespan.
   double order(sched::LayerJob& job) const;
-  // Appends the raw-read tasks of one missed expert (job index idx) to `raw`, keeping into `keep`
-  // (F) when given.
-  void addRawTasks(int layer, int expert, int idx, Keep* keep, std::vector<cache::TensorParts>& recycled,
-                   std::vector<sched::JobTask>& raw) const;
 
   const Store& store_;
   const ExpertSizes& sizes_;

@@ -60,6 +60,7 @@ void ExpertPredictor::addRouter(int moeLayer, const Router* router) { routers_.a
 void ExpertPredictor::beginForward(std::span<const int64_t> tokenIds) { tokenIds_.assign(tokenIds.begin(), tokenIds.end()); }
 
 void ExpertPredictor::afterAcquire(int moeLayer, const at::Tensor& x, const at::Tensor& chosen) {
+  if (options_.predictor == PrefetchPredictor::Off && !options_.record) return;  // nothing to predict or record
   const at::Tensor ids = chosen.contiguous();
   const int64_t tokens = ids.size(0), k = ids.size(1);
   const std::span<const int64_t> flat(ids.data_ptr<int64_t>(), static_cast<size_t>(tokens * k));

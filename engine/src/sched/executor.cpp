@@ -497,7 +497,7 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
         throw Error(std::string(err.what()) + " (expert tensor '" + t.entry->name + "')");
       }
       if (t.dataOffset % 2 != 0) std::memmove(dst, dst + t.dataOffset, static_cast<size_t>(t.tensorBytes));
-      t.result = reinterpret_cast<const uint16_t*>(dst + (t.dataOffset % 2 != 0 ? 0 : t.dataOffset));
+      t.result = reinterpret_cast<const uint16_t*>(dst + fullReadTensorOffset(t.dataOffset));
       const auto b = Clock::now();
       t.readSMSeconds = seconds(b - a);
       traceOp(TraceOp::ReadFull, 0, job->token, t, -1, t.fullRange.length, a, b);

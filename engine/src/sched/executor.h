@@ -77,6 +77,10 @@ struct JobTask {
   double readESeconds = 0, readSMSeconds = 0, decompressSeconds = 0, recoverSeconds = 0;
 };
 
+// Where a ReadFull leaves the tensor in its buffer: at its offset in the aligned read, or moved to
+// the start when that offset is odd (BF16 words must be 2-byte aligned).
+inline uint64_t fullReadTensorOffset(uint64_t dataOffset) { return dataOffset % 2 != 0 ? 0 : dataOffset; }
+
 struct JobExpert {
   int expert = 0;
   int tokens = 0;
