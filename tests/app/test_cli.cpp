@@ -172,9 +172,20 @@ class TestCli : public QObject {
     r = runCli({"verify", path(tmp / "store"), path(tmp / "hf")});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
     QVERIFY(r.out.contains("bit-exact"));
-    r = runCli({"bench", "codec", path(tmp / "store"), "--sample-mb", "1", "--repeat", "1", "--codecs", "huffman,lz4hc:9"});
+    r = runCli({"bench", "codec", path(tmp / "store"), "--sample-mb", "1", "--repeat", "1", "--codecs", "huffman,lz4hc:9",
+                "--json", path(tmp / "codec.json")});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
-    for (const char* s : {"huffman", "lz4hc:9", "decode G exp/s", "split GB/s", "scalar"}) QVERIFY2(r.out.contains(s), s);
+    for (const char* s : {"huffman", "lz4hc:9", "decode G exp/s", "in cache G exp/s", "split GB/s", "scalar"})
+      QVERIFY2(r.out.contains(s), s);
+    const QJsonObject codecJson = readJsonFile(tmp / "codec.json");
+    const QJsonArray codecRows = codecJson["codecs"].toArray();
+    QVERIFY(codecRows.size() >= 2);  // huffman at each decoder level, then lz4hc:9
+    QCOMPARE(codecRows.last().toObject()["codec"].toString(), QString("lz4hc:9"));
+    for (const auto& row : codecRows) {
+      QVERIFY(row.toObject()["decode_g_exp_per_s_in_cache"].toDouble() > 0);
+      QVERIFY(row.toObject()["decode_g_exp_per_s_to_memory"].toDouble() > 0);
+    }
+    QVERIFY(!codecJson["bf16"].toArray().isEmpty());
     r = runCli({"info"});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
     QVERIFY(r.out.contains("libtorch"));

@@ -17,14 +17,16 @@
 //            padded with 0 to 7 zero bits.
 //
 // Decoder design. A 4096-entry table maps the next 12 bits of a stream to as many whole symbols as
-// they hold (at most 6), packed in one uint64: symbols in bytes 0..5, the bits consumed in byte 6 and
-// the count in byte 7. The fast loop works in rounds: each stream loads a 64-bit bit buffer at its bit
-// position (one unaligned load, the top bit replaced by a sentinel 1, shifted by pos & 7: at least 56
-// valid bits), then does 4 lookups of at most 12 bits each: a mask, a table load, an 8-byte store of
-// the entry at the output cursor (extra bytes are overwritten by later stores), the cursor moved by
-// byte 7 and the buffer shifted right by byte 6 (a shift count's low 6 bits: shrx ignores byte 7). The
-// new bit position is the round's start byte plus the sentinel's leading zeros. Lookups of different
-// streams are independent, so S streams give the CPU S dependency chains to overlap. The rounds run in
+// they hold (at most 6), packed in one uint64: the bits consumed in byte 0, the symbols in bytes 1..6
+// and the count in byte 7. The fast loop works in rounds, stream by stream (one stream's bit buffer
+// and output cursor stay in registers through its round; the streams' rounds are independent, so the
+// out-of-order core overlaps them): the stream loads a 64-bit bit buffer at its bit position (one
+// unaligned load, the top bit replaced by a sentinel 1, shifted by pos & 7: at least 56 valid bits),
+// then does 4 lookups of at most 12 bits each: a mask, a table load, an 8-byte store of the entry's
+// symbols at the output cursor (extra bytes are overwritten by later stores), the cursor moved by
+// byte 7 and the buffer shifted right by the entry itself (a shift uses its count's low 6 bits, byte 0,
+// so the critical path per lookup is mask, load, shift). The new bit position is the round's start
+// byte plus the sentinel's leading zeros. The rounds run in
 // batches whose length is computed so that no load can pass src + srcSize and no store can pass the
 // stream's own output range (a round consumes at most 48 bits and produces at most 24 symbols); when
 // no full batch is safe, each stream finishes alone, then symbol by symbol with bounds checks. Bits a
@@ -164,7 +166,8 @@ uint8_t* encodeStream(const uint8_t* src, size_t count, const uint32_t* enc, uin
 // ---------------------------------------------------------------------------------------------
 // Decoder
 
-// Builds the multi-symbol table from validated lengths (complete code, max 12 bits).
+// Builds the multi-symbol table from validated lengths (complete code, max 12 bits). It is built with
+// the symbols in bytes 0..5 and the bits in byte 6, then moved to the decode loop's layout.
 // Level k holds the entries for k-bit windows, k = 0..12: a window v whose first code (symbol s,
 // length l <= k, reversed code r) sits in its low bits is v = r | w << l, and its entry is s followed
 // by level k-l's entry for w. Iterating per symbol and per w keeps the loop free of lookups and
@@ -199,6 +202,13 @@ void buildDecodeTable(const uint8_t* lengths, uint64_t* table) {
         level[r | (w << len)] = (((e << 8) & kSymbolMask) | (e & ~kSymbolMask)) + add;
       }
     }
+  }
+  // Final layout: bits consumed in byte 0, symbols in bytes 1..6, count in byte 7, so that the decode
+  // loop shifts its bit buffer by the entry itself (shrx and shr use the count's low 6 bits): one
+  // dependent operation fewer per lookup on each stream's critical path.
+  for (size_t v = 0; v < kTableSize; ++v) {
+    const uint64_t e = table[v];
+    table[v] = ((e & kSymbolMask) << 8) | ((e >> 48) & 0xFF) | (e & (uint64_t{0xFF} << 56));
   }
 }
 
@@ -247,17 +257,23 @@ template <int S>
     }
     if (rounds == 0 || (S > 1 && rounds < 4)) return;
     for (size_t r = 0; r < rounds; ++r) {
-      uint64_t buf[S];
-      for (int i = 0; i < S; ++i) buf[i] = (load64(src + (pos[i] >> 3)) | (uint64_t{1} << 63)) >> (pos[i] & 7);
-      for (int k = 0; k < kLookupsPerRound; ++k)
-        for (int i = 0; i < S; ++i) {
-          const uint64_t e = table[buf[i] & kTableMask];
-          store64(out[i], e);
-          out[i] += e >> 56;
-          buf[i] >>= (e >> 48) & 63;
+      // Stream-major: one stream's bit buffer and cursor stay in registers through its 4 lookups (the
+      // streams' chains are independent, so the out-of-order core overlaps them across iterations).
+#pragma GCC unroll 8
+      for (int i = 0; i < S; ++i) {
+        uint64_t buf = (load64(src + (pos[i] >> 3)) | (uint64_t{1} << 63)) >> (pos[i] & 7);
+        uint8_t* o = out[i];
+#pragma GCC unroll 4
+        for (int k = 0; k < kLookupsPerRound; ++k) {
+          const uint64_t e = table[buf & kTableMask];
+          store64(o, e >> 8);
+          o += e >> 56;
+          buf >>= e & 63;
         }
-      // The sentinel started at bit 63 - (pos & 7) and moved down by the bits consumed.
-      for (int i = 0; i < S; ++i) pos[i] = (pos[i] & ~size_t{7}) + static_cast<size_t>(std::countl_zero(buf[i]));
+        out[i] = o;
+        // The sentinel started at bit 63 - (pos & 7) and moved down by the bits consumed.
+        pos[i] = (pos[i] & ~size_t{7}) + static_cast<size_t>(std::countl_zero(buf));
+      }
     }
   }
 }
@@ -285,7 +301,7 @@ void decodeTail(const uint8_t* src, const uint64_t* table, const uint8_t* length
     // 3 bytes hold the 12-bit window at any bit offset; bytes past the stream's end read as 0.
     for (size_t b = byte; b < endByte && b < byte + 3; ++b)
       window |= static_cast<uint64_t>(src[b]) << (8 * (b - byte));
-    const uint8_t s = static_cast<uint8_t>(table[(window >> (c.pos & 7)) & kTableMask]);
+    const uint8_t s = static_cast<uint8_t>(table[(window >> (c.pos & 7)) & kTableMask] >> 8);
     *c.out++ = s;
     c.pos += lengths[s];
   }
