@@ -48,6 +48,8 @@ class SwitchableExperts : public ExpertProvider {
     current_ = std::move(p);
     recording_ = false;
   }
+  // The all-resident reference: while set, it answers instead of the runtime (which is not set).
+  void setResident(std::shared_ptr<ExpertProvider> p) { resident_ = std::move(p); }
   void record(std::vector<double>* ratios) {
     ratios_ = ratios;
     recording_ = ratios != nullptr;
@@ -61,6 +63,7 @@ class SwitchableExperts : public ExpertProvider {
     last_ = s;
   }
   std::unique_ptr<ExpertBatch> acquire(int layer, std::span<const ExpertRequest> requests) override {
+    if (resident_) return resident_->acquire(layer, requests);
     noteLastLayer();
     return current_->acquire(layer, requests);
   }
@@ -77,6 +80,7 @@ class SwitchableExperts : public ExpertProvider {
  private:
   std::shared_ptr<const Store> store_;
   std::shared_ptr<ExpertRuntime> current_;
+  std::shared_ptr<ExpertProvider> resident_;
   bool recording_ = false;
   std::vector<double>* ratios_ = nullptr;
   RuntimeStats last_{};
@@ -138,6 +142,10 @@ std::vector<std::string> splitList(const std::string& text) {
 BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base, const std::filesystem::path& hf) {
   BenchSystem s{text, base};
   if (text == "zipmoe") return s;
+  if (text == "resident") {
+    s.resident = true;
+    return s;
+  }
   if (text == "zipmoe-prefetch" || text.rfind("zipmoe-prefetch:", 0) == 0) {
     s.options.prefetchSlots = -1;
     s.prefetch = true;
@@ -182,7 +190,7 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
     return s;
   }
   throw Error("unknown system '" + text +
-              "' (zipmoe, zipmoe-prefetch, zipmoe-prefetch:ORACLE_ACCURACY, zipmoe:POOLS e.g. zipmoe:FS, zipmoe-raw, zipmoe-raw:POOLS, zipmoe-raw-always, zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-lru, zipmoe-fifo, "
+              "' (resident, zipmoe, zipmoe-prefetch, zipmoe-prefetch:ORACLE_ACCURACY, zipmoe:POOLS e.g. zipmoe:FS, zipmoe-raw, zipmoe-raw:POOLS, zipmoe-raw-always, zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-lru, zipmoe-fifo, "
               "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking)");
 }
 
@@ -275,6 +283,22 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
   Impl& d = *impl_;
   RunResult result;
   result.budgetBytes = budgetBytes;
+  if (system.resident) {
+    // Loaded per measurement and dropped after it: it holds every expert in BF16, which the
+    // offloading systems must not find taking the machine's memory. From the checkpoint when there
+    // is one (a plain read), else from the store (decoded).
+    const bool hasCheckpoint = std::filesystem::exists(spec_.hf / "config.json");
+    d.experts->setResident(makeResidentExperts(hasCheckpoint ? spec_.hf : spec_.store));
+    d.model->setPrefetch({});
+    try {
+      decodeRounds(settings, result, [] {});
+    } catch (...) {
+      d.experts->setResident(nullptr);
+      throw;
+    }
+    d.experts->setResident(nullptr);
+    return result;
+  }
   RuntimeOptions o = system.options;
   o.budget = MemoryBudget::bytes(budgetBytes);
   std::shared_ptr<ExpertRuntime> rt;
@@ -292,73 +316,13 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
     prefetch.oracleAccuracy = system.oracleAccuracy >= 0 ? system.oracleAccuracy : kMeasuredPrefetchRecall;
   }
   d.model->setPrefetch(prefetch);
-  // Rounds: with a batch of one, every prompt is a request of its own, one after the other on the
-  // same runtime (its cache carries over, as in a chat); with a batch of B, one round of B requests
-  // decoded together, request r replaying prompt r mod |prompts|.
-  const int batch = std::max(1, settings.batch);
-  std::vector<std::vector<int>> rounds;
-  if (batch == 1) {
-    for (int p : settings.prompts) rounds.push_back({p});
-  } else {
-    rounds.emplace_back();
-    for (int r = 0; r < batch; ++r) rounds.back().push_back(settings.prompts[static_cast<size_t>(r) % settings.prompts.size()]);
-  }
-  const int64_t vocab = d.model->config().vocabSize;
-  auto argmax = [](const std::vector<float>& l) {
-    return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
-  };
   RuntimeStats atWarm = rt->stats();
-  double decodeSeconds = 0, prefillSum = 0;
-  int decodeSteps = 0, requests = 0;
-  for (size_t round = 0; round < rounds.size(); ++round) {
-    const std::vector<int>& prompts = rounds[round];
-    if (d.routing) d.routing->setRequests(prompts);
-    std::vector<MoeModel::SequenceId> seqs;
-    std::vector<int32_t> next(prompts.size());
-    std::vector<double> prefill(prompts.size());
-    for (size_t r = 0; r < prompts.size(); ++r) {
-      seqs.push_back(d.model->addSequence());
-      std::vector<int32_t> ids;
-      for (int i = 0; i < settings.promptTokens; ++i)
-        ids.push_back(static_cast<int32_t>((1009 * (i + 1) + 7919 * static_cast<int64_t>(prompts[r]) + 31 * static_cast<int64_t>(r)) % vocab));
-      if (d.routing) {
-        std::vector<int64_t> seg(prompts.size(), 0);
-        seg[r] = settings.promptTokens;
-        d.routing->setSegments(seg);
-      }
-      const auto t0 = Clock::now();
-      const auto logits = d.model->forward({{seqs.back(), ids}});
-      prefill[r] = since(t0);
-      prefillSum += prefill[r];
-      next[r] = argmax(logits[0]);
-    }
-    if (d.routing) d.routing->setSegments(std::vector<int64_t>(prompts.size(), 1));
-    const size_t firstRow = result.latencyMs.size();
-    result.latencyMs.resize(firstRow + prompts.size());
-    double elapsed = 0;
-    for (int step = 0; step < settings.tokens; ++step) {
-      if (round == 0 && step == settings.warmup) {
-        atWarm = rt->stats();
-        if (settings.recordLayers) d.experts->record(&result.layerRatios);
-      }
-      std::vector<MoeModel::Step> steps;
-      for (size_t r = 0; r < prompts.size(); ++r) steps.push_back({seqs[r], {next[r]}});
-      const auto t0 = Clock::now();
-      const auto logits = d.model->forward(steps);
-      const double s = since(t0);
-      elapsed += s;
-      for (size_t r = 0; r < prompts.size(); ++r) {
-        next[r] = argmax(logits[r]);
-        result.latencyMs[firstRow + r].push_back((prefill[r] + elapsed) * 1e3);
-      }
-      if (step >= settings.warmup) {
-        decodeSeconds += s;
-        ++decodeSteps;
-      }
-    }
-    for (auto seq : seqs) d.model->removeSequence(seq);
-    requests += static_cast<int>(prompts.size());
-  }
+  decodeRounds(settings, result, [&] {
+    atWarm = rt->stats();
+    if (settings.recordLayers) d.experts->record(&result.layerRatios);
+  });
+  const int batch = std::max(1, settings.batch);
+  const int decodeSteps = result.decodeSteps;
   d.experts->noteLastLayer();
   const RuntimeStats st = rt->stats();
   d.experts->set(nullptr);
@@ -374,9 +338,6 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
     }
   }
 
-  result.ttftMs = prefillSum / std::max(1, requests) * 1e3;
-  result.tpotMs = decodeSteps ? decodeSeconds / decodeSteps * 1e3 : 0;
-  result.throughput = decodeSeconds > 0 ? static_cast<double>(batch) * decodeSteps / decodeSeconds : 0;
   const double acts = static_cast<double>(std::max<uint64_t>(1, st.activations - atWarm.activations));
   for (size_t p = 0; p < 4; ++p) result.hitPercent[p] = 100.0 * static_cast<double>(st.hits[p] - atWarm.hits[p]) / acts;
   result.missPercent = 100.0 * static_cast<double>(st.misses - atWarm.misses) / acts;
@@ -407,6 +368,79 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
   }
   d.model->setPrefetch({});
   return result;
+}
+
+void BenchWorkload::decodeRounds(const RunSettings& settings, RunResult& result, const std::function<void()>& atWarmUp) {
+  Impl& d = *impl_;
+  // Rounds: with a batch of one, every prompt is a request of its own, one after the other on the
+  // same runtime (its cache carries over, as in a chat); with a batch of B, one round of B requests
+  // decoded together, request r replaying prompt r mod |prompts|.
+  const int batch = std::max(1, settings.batch);
+  std::vector<std::vector<int>> rounds;
+  if (batch == 1) {
+    for (int p : settings.prompts) rounds.push_back({p});
+  } else {
+    rounds.emplace_back();
+    for (int r = 0; r < batch; ++r) rounds.back().push_back(settings.prompts[static_cast<size_t>(r) % settings.prompts.size()]);
+  }
+  const int64_t vocab = d.model->config().vocabSize;
+  auto argmax = [](const std::vector<float>& l) {
+    return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+  };
+  double decodeSeconds = 0, prefillSum = 0, weightBytes = 0;
+  int decodeSteps = 0, requests = 0;
+  for (size_t round = 0; round < rounds.size(); ++round) {
+    const std::vector<int>& prompts = rounds[round];
+    if (d.routing) d.routing->setRequests(prompts);
+    std::vector<MoeModel::SequenceId> seqs;
+    std::vector<int32_t> next(prompts.size());
+    std::vector<double> prefill(prompts.size());
+    for (size_t r = 0; r < prompts.size(); ++r) {
+      seqs.push_back(d.model->addSequence());
+      std::vector<int32_t> ids;
+      for (int i = 0; i < settings.promptTokens; ++i)
+        ids.push_back(static_cast<int32_t>((1009 * (i + 1) + 7919 * static_cast<int64_t>(prompts[r]) + 31 * static_cast<int64_t>(r)) % vocab));
+      if (d.routing) {
+        std::vector<int64_t> seg(prompts.size(), 0);
+        seg[r] = settings.promptTokens;
+        d.routing->setSegments(seg);
+      }
+      const auto t0 = Clock::now();
+      const auto logits = d.model->forward({{seqs.back(), ids}});
+      prefill[r] = since(t0);
+      prefillSum += prefill[r];
+      next[r] = argmax(logits[0]);
+    }
+    if (d.routing) d.routing->setSegments(std::vector<int64_t>(prompts.size(), 1));
+    const size_t firstRow = result.latencyMs.size();
+    result.latencyMs.resize(firstRow + prompts.size());
+    double elapsed = 0;
+    for (int step = 0; step < settings.tokens; ++step) {
+      if (round == 0 && step == settings.warmup) atWarmUp();
+      std::vector<MoeModel::Step> steps;
+      for (size_t r = 0; r < prompts.size(); ++r) steps.push_back({seqs[r], {next[r]}});
+      const auto t0 = Clock::now();
+      const auto logits = d.model->forward(steps);
+      const double s = since(t0);
+      elapsed += s;
+      for (size_t r = 0; r < prompts.size(); ++r) {
+        next[r] = argmax(logits[r]);
+        result.latencyMs[firstRow + r].push_back((prefill[r] + elapsed) * 1e3);
+      }
+      if (step >= settings.warmup) {
+        decodeSeconds += s;
+        weightBytes += static_cast<double>(d.model->lastForwardWeightBytes());
+        ++decodeSteps;
+      }
+    }
+    for (auto seq : seqs) d.model->removeSequence(seq);
+    requests += static_cast<int>(prompts.size());
+  }
+  result.ttftMs = prefillSum / std::max(1, requests) * 1e3;
+  result.tpotMs = decodeSteps ? decodeSeconds / decodeSteps * 1e3 : 0;
+  result.throughput = decodeSeconds > 0 ? static_cast<double>(batch) * decodeSteps / decodeSeconds : 0;
+  result.weightBytesPerStep = decodeSteps ? weightBytes / decodeSteps : 0;
+  result.decodeSteps = decodeSteps;
 }
 
 std::vector<std::filesystem::path> BenchWorkload::filesRead(const std::vector<BenchSystem>& systems) const {

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <functional>
 #include <vector>
 
 #include "zipmoe/activation_trace.h"
@@ -33,6 +34,9 @@ namespace zipmoe::cli {
 struct BenchSystem {
   std::string name;
   RuntimeOptions options;
+  // `resident`: the all-resident reference, every expert in memory (BF16) before the first token;
+  // its TPOT is what the other systems' expert stall is measured against (stall = TPOT - resident).
+  bool resident = false;
   // zipmoe-prefetch: the model's predictor for this system (the others run with it off). With a
   // trace, the oracle at `oracleAccuracy` (zipmoe-prefetch:ACC; the default is the best real
   // predictor's recall measured on the demo model); on the model's own router, the next-layer router.
@@ -95,6 +99,10 @@ struct RunResult {
   // the share of the dense windows the I/O thread spent prefetching.
   bool prefetch = false;
   double prefetchRecall = 0, prefetchExact = 0, prefetchCoverage = 0, prefetchWastedMiBPerToken = 0, prefetchDenseBusy = 0;
+  // Weight bytes a decode step read after the warm-up (dense weights + the experts it computed),
+  // mean per step: with the read bandwidth, the step's memory-bandwidth floor.
+  double weightBytesPerStep = 0;
+  int decodeSteps = 0;  // measured decode steps (after the warm-up)
 };
 
 class BenchWorkload {
@@ -133,6 +141,9 @@ class BenchWorkload {
 
  private:
   BenchWorkload() = default;
+  // Prefills and decodes the rounds `settings` describe with whatever the model's experts are now;
+  // calls atWarmUp once, at the first measured decode step of the first round.
+  void decodeRounds(const RunSettings& settings, RunResult& result, const std::function<void()>& atWarmUp);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   WorkloadSpec spec_;

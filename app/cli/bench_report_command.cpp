@@ -164,7 +164,8 @@ void reportSuite(const SuiteDoc& s) {
     std::printf("**Responsiveness vs budget** (Fig. 7): TPOT / TTFT in ms, miss rate; `—` = below the minimum budget (the working set)\n\n");
     sweepTable(s, "budget_percent", "", true, [&](const json& r) {
       return fixed(field(s, r, "tpot_ms"), 1) + " / " + fixed(field(s, r, "ttft_ms"), 0) + ", miss " +
-             fixed(field(s, r, "miss_percent"), 0) + " %";
+             fixed(field(s, r, "miss_percent"), 0) + " %" +
+             (r.contains("stall_ms_per_token") ? ", stall " + fixed(field(s, r, "stall_ms_per_token"), 1) : std::string());
     });
   } else if (s.suite == "batch") {
     std::printf("**Throughput vs batch size** (Fig. 8), budget %g %%: decode tokens/s (time per decode step)\n\n", budget);
@@ -223,6 +224,19 @@ void reportSuite(const SuiteDoc& s) {
     for (const auto& r : results)
       tableRow({systemOf(r), skipped(r) ? "—" : fixed(field(s, r, "tpot_ms"), 1),
                 skipped(r) ? "—" : fixed(field(s, r, "miss_percent"), 1)});
+  }
+  if (s.doc.contains("reference") && s.doc["reference"].is_object()) {
+    // The all-resident reference: each result's stall per token is its TPOT minus this.
+    const json& ref = s.doc["reference"];
+    const double bandwidth = ref.value("read_bandwidth_gb_per_s", 0.0);
+    for (const auto& r : ref.value("resident", json::array()))
+      if (r.is_object())
+        std::printf("\nAll experts resident (%s): TPOT %s ms, TTFT %s ms; a step reads %s MB, floor %s ms at %s GB/s "
+                    "(TPOT / floor %s). Stall per token = TPOT - resident TPOT.\n",
+                    r.value("shape", std::string("?")).c_str(), fixed(field(s, r, "tpot_ms"), 1).c_str(),
+                    fixed(field(s, r, "ttft_ms"), 0).c_str(), fixed(field(s, r, "weight_mb_per_step"), 0).c_str(),
+                    fixed(field(s, r, "floor_ms"), 1).c_str(), fixed(bandwidth, 1).c_str(),
+                    fixed(field(s, r, "tpot_over_floor"), 2).c_str());
   }
   if (repeat > 1 && s.suite == "length")
     std::printf("\nEvery request of %d rounds pooled, the systems' order rotating between them.\n", repeat);

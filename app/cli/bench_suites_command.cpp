@@ -21,12 +21,18 @@
 // system, (2) each measurement is preceded by reading that system's own files (--no-prime skips),
 // and (3) the systems of a sweep are measured point by point, in an order that rotates with the
 // point and the round (--repeat N measures each N times and reports the median).
+//
+// Every suite also measures, once per run shape (batch, prompt and decode lengths), the all-resident
+// reference (every expert in memory before the first token) and this machine's read bandwidth: its
+// JSON gives each result's resident TPOT and stall (TPOT - resident TPOT), and under "reference" the
+// resident runs with the bytes a step reads and the bandwidth floor (bytes / bandwidth).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <numeric>
 
 #include <unistd.h>
@@ -38,6 +44,7 @@
 #include "commands.h"
 #include "runtime_options.h"
 #include "zipmoe/error.h"
+#include "zipmoe/kernel_bench.h"
 
 namespace zipmoe::cli {
 namespace {
@@ -57,6 +64,7 @@ struct SuiteOptions {
   bool warmUp = true;  // read the files and run one unmeasured pass before the first measurement
   bool prime = true;   // read a system's files again just before each of its measurements
   int repeat = 1;      // measurements of every system at every point (their median is reported)
+  bool resident = true;  // measure the all-resident reference for every run shape (stall = TPOT - resident)
 };
 
 // One system's figures at one point: the median over its repeats, and every repeat as measured.
@@ -67,6 +75,7 @@ struct Measured {
     int position;  // where this system ran in that round's order (0 = first)
   };
   std::vector<Sample> samples;
+  double residentTpotMs = -1, residentTtftMs = -1;  // the all-resident reference for the same run shape
 };
 
 // The figure's subtitle: the machine and the settings every number depends on.
@@ -96,6 +105,10 @@ json resultJson(const std::string& system, const Measured& m) {
             {"makespan_over_lower_bound", r.makespanOverBound},
             {"pool_ratio", r.poolRatio},
             {"working_set_bytes", r.workingSetBytes}});
+  if (m.residentTpotMs >= 0)
+    j.update({{"resident_tpot_ms", m.residentTpotMs},
+              {"stall_ms_per_token", r.tpotMs - m.residentTpotMs},
+              {"resident_ttft_ms", m.residentTtftMs}});
   if (r.prefetch)
     j["prefetch"] = {{"recall", r.prefetchRecall}, {"exact", r.prefetchExact}, {"coverage", r.prefetchCoverage},
                      {"wasted_mib_per_token", r.prefetchWastedMiBPerToken}, {"dense_io_busy", r.prefetchDenseBusy}};
@@ -160,6 +173,7 @@ class SuiteRunner {
       warmedUp_ = true;
     }
     figures_ = json::array();
+    usedReferences_.clear();
     if (suite == "budget") budget(doc);
     else if (suite == "prefetch") prefetch(doc);
     else if (suite == "batch") batch(doc);
@@ -169,6 +183,12 @@ class SuiteRunner {
     else if (suite == "threads") threads(doc);
     else throw Error("unknown suite '" + suite + "' (budget, batch, length, ablation, scheduler, threads, all)");
     doc["figures"] = figures_;
+    if (o_.resident) {
+      json refs = json::array();
+      for (const auto& key : usedReferences_) refs.push_back(references_.at(key).second);
+      doc["reference"] = {{"read_bandwidth_gb_per_s", bandwidthGBs_}, {"bandwidth_threads", bandwidthThreads_},
+                          {"resident", refs}};
+    }
     const auto path = o_.out / (suite + "-" + w_.spec().label + ".json");
     write(path, doc);
     std::printf("wrote %s\n", path.string().c_str());
@@ -184,6 +204,39 @@ class SuiteRunner {
 
  private:
   bool warmedUp_ = false;  // once per process: the suites after the first find it warm
+  double bandwidthGBs_ = 0;  // this machine's read bandwidth, every core (measured at first need)
+  int bandwidthThreads_ = 0;
+  // The all-resident reference per run shape: its result and its JSON (the step's floor included).
+  std::map<std::string, std::pair<RunResult, json>> references_;
+  std::vector<std::string> usedReferences_;  // the shapes this suite used, in first-use order
+
+  // The all-resident reference for `run`'s shape, measured once per process: every expert in memory
+  // before the first token, the same prompts, routing and settings. Its TPOT is the step's time
+  // without expert stall; with the bytes a step reads and the machine's read bandwidth it also
+  // gives the memory-bandwidth floor.
+  const RunResult& resident(const RunSettings& run) {
+    const std::string key = "batch " + std::to_string(run.batch) + ", " + std::to_string(run.promptTokens) +
+                            "-token prompts, " + std::to_string(run.tokens) + " decode steps";
+    if (std::find(usedReferences_.begin(), usedReferences_.end(), key) == usedReferences_.end()) usedReferences_.push_back(key);
+    if (const auto it = references_.find(key); it != references_.end()) return it->second.first;
+    if (bandwidthGBs_ == 0) {
+      bandwidthThreads_ = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+      bandwidthGBs_ = measureReadBandwidth(size_t{512} << 20, bandwidthThreads_, 5).gbPerSecond;
+      std::printf("  read bandwidth: %.1f GB/s (%d threads, best of 5 passes over 512 MiB)\n", bandwidthGBs_, bandwidthThreads_);
+    }
+    RunSettings plain = run;
+    plain.recordLayers = false;
+    plain.measureReplan = false;
+    const RunResult r = w_.run(parseBenchSystem("resident", base_, w_.spec().hf), 0, plain);
+    const double floorMs = r.weightBytesPerStep / (bandwidthGBs_ * 1e9) * 1e3;
+    std::printf("  %-22s %-12s TPOT %8.1f ms  TTFT %8.1f ms  %7.2f tok/s  floor %.1f ms (%.0f MB a step)\n", "resident",
+                key.substr(0, key.find(',')).c_str(), r.tpotMs, r.ttftMs, r.throughput, floorMs, r.weightBytesPerStep / 1e6);
+    json j = {{"shape", key}, {"batch", run.batch}, {"prompt_tokens", run.promptTokens}, {"tokens", run.tokens},
+              {"warmup", run.warmup}, {"tpot_ms", r.tpotMs}, {"ttft_ms", r.ttftMs}, {"throughput_tokens_per_s", r.throughput},
+              {"weight_mb_per_step", r.weightBytesPerStep / 1e6}, {"floor_ms", floorMs},
+              {"tpot_over_floor", floorMs > 0 ? r.tpotMs / floorMs : 0.0}, {"runs", 1}};
+    return references_.emplace(key, std::make_pair(r, std::move(j))).first->second.first;
+  }
   uint64_t primedBytes_ = 0;
   double primeSeconds_ = 0;
   int primed_ = 0;
@@ -215,6 +268,10 @@ class SuiteRunner {
     for (size_t i = 0; i < n; ++i) {
       out[i].result = medianOf(runs[i]);
       if (o_.repeat > 1) line(systems[i].name.c_str(), out[i].result, at + " median");
+    }
+    if (o_.resident) {
+      const RunResult& ref = resident(run);
+      for (auto& m : out) m.residentTpotMs = ref.tpotMs, m.residentTtftMs = ref.ttftMs;
     }
     return out;
   }
@@ -516,6 +573,7 @@ const CommandSpec& suiteSpec() {
        {"--no-plot", "", "leave the figures as JSON specs"},
        {"--no-warm-up", "", "skip the warm-up (reading every file, one unmeasured pass)"},
        {"--no-prime", "", "do not re-read a system's files before each measurement"},
+       {"--no-resident", "", "skip the all-resident reference run (resident TPOT, stall and the bandwidth floor)"},
        {"--repeat", "N", "measurements of each system at each point, the median reported (1-100)"}},
       1, 1,
       "A budget PCT is PCT % of the model's expert bytes in BF16, the whole budget (working set included), as in\n"
@@ -543,6 +601,7 @@ int runBenchSuite(const Args& arguments) {
   if (const auto v = line.text("--out")) o.out = *v;
   o.warmUp = !line.has("--no-warm-up");
   o.prime = !line.has("--no-prime");
+  o.resident = !line.has("--no-resident");
   o.repeat = line.integer<int>("--repeat", 1, 100, o.repeat);
   const int layers = line.integer<int>("--layers", 2, 64, 0);
   if (const auto v = line.text("--budgets")) {
