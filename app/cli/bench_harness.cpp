@@ -289,14 +289,12 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
     // is one (a plain read), else from the store (decoded).
     const bool hasCheckpoint = std::filesystem::exists(spec_.hf / "config.json");
     d.experts->setResident(makeResidentExperts(hasCheckpoint ? spec_.hf : spec_.store));
+    struct Unplug {
+      SwitchableExperts& experts;
+      ~Unplug() { experts.setResident(nullptr); }
+    } unplug{*d.experts};
     d.model->setPrefetch({});
-    try {
-      decodeRounds(settings, result, [] {});
-    } catch (...) {
-      d.experts->setResident(nullptr);
-      throw;
-    }
-    d.experts->setResident(nullptr);
+    decodeRounds(settings, result, [] {});
     return result;
   }
   RuntimeOptions o = system.options;

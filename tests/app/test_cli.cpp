@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <set>
 #include <fstream>
 
 #include "test_support.h"
@@ -366,21 +367,25 @@ class TestCli : public QObject {
       const QJsonObject doc = QJsonDocument::fromJson(f.readAll()).object();
       QCOMPARE(doc["suite"].toString(), QString::fromLatin1(name));
       QVERIFY2(!doc["results"].toArray().isEmpty(), name);
-      // The all-resident reference and the bandwidth floor; each measured result's stall against it.
+      // The all-resident reference and the bandwidth floor (their figures are benchmarks: here only
+      // that they are reported), and each measured result pointing at the reference of its shape.
       const QJsonObject reference = doc["reference"].toObject();
-      QVERIFY2(reference["read_bandwidth_gb_per_s"].toDouble() > 0, name);
+      QVERIFY2(reference["read_bandwidth_gb_per_s"].isDouble(), name);
       const QJsonArray residents = reference["resident"].toArray();
       QVERIFY2(!residents.isEmpty(), name);
+      std::set<double> residentTpot;
       for (const auto v : residents) {
         const QJsonObject ref = v.toObject();
-        QVERIFY2(ref["tpot_ms"].toDouble() > 0 && ref["weight_mb_per_step"].toDouble() > 0 && ref["floor_ms"].toDouble() > 0, name);
+        QVERIFY2(ref["tpot_ms"].isDouble() && ref["floor_ms"].isDouble(), name);
+        QVERIFY2(ref["weight_mb_per_step"].toDouble() > 0, name);  // bytes a step reads, not a time
+        residentTpot.insert(ref["tpot_ms"].toDouble());
       }
       if (std::string(name) == "batch") QCOMPARE(residents.size(), 2);  // one per batch size
       for (const auto v : doc["results"].toArray()) {
         const QJsonObject res = v.toObject();
         if (res["skipped"].toBool()) continue;
-        QVERIFY2(res["resident_tpot_ms"].toDouble() > 0, name);
-        QCOMPARE(res["stall_ms_per_token"].toDouble(), res["tpot_ms"].toDouble() - res["resident_tpot_ms"].toDouble());
+        QVERIFY2(res["stall_ms_per_token"].isDouble(), name);
+        QVERIFY2(residentTpot.count(res["resident_tpot_ms"].toDouble()) == 1, name);
       }
       for (const auto fig : doc["figures"].toArray()) {
         const auto spec = tmp / "suites" / fig.toString().toStdString();
