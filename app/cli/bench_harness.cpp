@@ -157,9 +157,10 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
     if (text.size() > 10) s.options.pools = parsePoolMask(text.substr(11), "system " + text);
     return s;
   }
-  if (text == "zipmoe-raw-always") {
+  if (text == "zipmoe-raw-always" || text.rfind("zipmoe-raw-always:", 0) == 0) {
     s.options.checkpointDir = hf;
     s.options.rawMisses = RawMisses::Always;
+    if (text.size() > 17) s.options.pools = parsePoolMask(text.substr(18), "system " + text);
     return s;
   }
   if (text.rfind("zipmoe:", 0) == 0) {  // zipmoe:FS = ZipMoE with only those pools
@@ -190,7 +191,7 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
     return s;
   }
   throw Error("unknown system '" + text +
-              "' (resident, zipmoe, zipmoe-prefetch, zipmoe-prefetch:ORACLE_ACCURACY, zipmoe:POOLS e.g. zipmoe:FS, zipmoe-raw, zipmoe-raw:POOLS, zipmoe-raw-always, zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-lru, zipmoe-fifo, "
+              "' (resident, zipmoe, zipmoe-prefetch, zipmoe-prefetch:ORACLE_ACCURACY, zipmoe:POOLS e.g. zipmoe:FS, zipmoe-raw, zipmoe-raw:POOLS, zipmoe-raw-always[:POOLS], zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-lru, zipmoe-fifo, "
               "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking)");
 }
 
@@ -299,6 +300,9 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
   }
   RuntimeOptions o = system.options;
   o.budget = MemoryBudget::bytes(budgetBytes);
+  // Every runtime starts from the operation costs the earlier runs of this workload observed (the
+  // warm-up pass's first): as a user's would, after a first chat on the machine.
+  if (observed_.any()) o.observed = observed_;
   std::shared_ptr<ExpertRuntime> rt;
   try {
     rt = ExpertRuntime::open(d.store, o, profile_);
@@ -323,6 +327,7 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
   const int decodeSteps = result.decodeSteps;
   d.experts->noteLastLayer();
   const RuntimeStats st = rt->stats();
+  observed_ = st.observed;
   d.experts->set(nullptr);
   if (settings.measureReplan && o.mode == OffloadMode::ZipMoE) {
     // Replanning latency, as a budget slider causes it.
@@ -487,6 +492,19 @@ double BenchWorkload::warmUp(const std::vector<BenchSystem>& systems, uint64_t b
   std::fprintf(stderr, "bench: warm-up: read %zu files (%.2f GB) in %.1f s, one unmeasured pass of%s%s in %.1f s\n", files.size(),
                static_cast<double>(bytes) / 1e9, readSeconds, zip ? (" " + zip->name).c_str() : "",
                full ? (" " + full->name).c_str() : "", seconds - readSeconds);
+  const auto ms = [](const ObservedCost& c, double profiled) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.3f (%.3f)", c.seconds * 1e3, profiled * 1e3);
+    return c.count ? std::string(text) : std::string("-");
+  };
+  std::fprintf(stderr,
+               "bench: observed ms per operation (profiled): tensor read %s, full read %s, E-chunk read %s, SM read %s, "
+               "decompress %s, recover %s; layer makespan / estimate: with CPU work %.2f (%llu layers), reads only %.2f (%llu)\n",
+               ms(observed_.tensorRead, profile_.tensorRead).c_str(), ms(observed_.fullRead, profile_.fullRead).c_str(),
+               ms(observed_.eRead, profile_.eRead).c_str(), ms(observed_.smRead, profile_.smRead).c_str(),
+               ms(observed_.decompress, profile_.decompress).c_str(), ms(observed_.recover, profile_.recover).c_str(),
+               observed_.cpuLayer.seconds, static_cast<unsigned long long>(observed_.cpuLayer.count), observed_.readLayer.seconds,
+               static_cast<unsigned long long>(observed_.readLayer.count));
   return seconds;
 }
 

@@ -149,6 +149,7 @@ class BenchWorkload {
   WorkloadSpec spec_;
   uint64_t expertBytes_ = 0;
   CostProfile profile_;
+  ObservedCosts observed_;  // the operations' costs the runs so far observed (RuntimeStats::observed)
 };
 
 }  // namespace zipmoe::cli

@@ -58,6 +58,34 @@ struct CostProfile {
   double readSlowdown() const;
 };
 
+// Operation costs measured inside the runtime's own layers, as the model runs: the time each
+// operation took there, contention with the model's compute and the host's read cache included.
+// The profile measures each operation alone and cold before any chat; on a small machine the two
+// differ by far more than the profile's contention figures say (docs/RUNTIME.md, "Pricing plans with
+// observed costs"), so the planner prices its plans with these once it has seen them.
+// A mean covers the last kObservedWindow operations at most (a running mean), count says how many.
+struct ObservedCost {
+  static constexpr uint64_t kObservedWindow = 512;
+  double seconds = 0;
+  uint64_t count = 0;  // 0: never observed
+  void add(double s);
+  void merge(const ObservedCost& other);  // as if other's operations had come after ours
+};
+struct ObservedCosts {
+  ObservedCost tensorRead;  // a miss's coalesced read: K E-chunks + SM-chunk of one tensor
+  ObservedCost eRead;       // one E-chunk read on its own
+  ObservedCost smRead;      // one SM-chunk read on its own
+  ObservedCost fullRead;    // one whole BF16 tensor from the checkpoint (raw miss, baseline)
+  ObservedCost decompress;  // one E-chunk decoded
+  ObservedCost recover;     // one tensor merged
+  // Whole layers: measured makespan ÷ the planner's estimate for the layer's hit pattern (with the
+  // observed operation costs), for layers with CPU work (decompression or recovery) and for layers
+  // that only read (raw or full-tensor misses). Their quotient is the planner's cpuLayerFactor.
+  ObservedCost cpuLayer, readLayer;
+  void merge(const ObservedCosts& other);
+  bool any() const;
+};
+
 inline constexpr int kCostProfileVersion = 2;
 
 std::string hostIdentity();

@@ -77,6 +77,9 @@ struct RuntimeStats {
   // the latest failure's message, empty when none failed.
   uint64_t planFailures = 0;
   std::string lastPlanError;
+  // The operations' costs as observed in this runtime's layers (seeded by RuntimeOptions::observed):
+  // what ZipMoE's plans are priced with (docs/RUNTIME.md).
+  ObservedCosts observed;
 };
 
 class ExpertRuntime : public ExpertProvider {

@@ -49,6 +49,11 @@ struct CostModel {
   double computeSlowdown = 0;
   double decodeSlowdown = 0;
   double ioSlowdown = 0;
+  // Observed in the runtime's layers (ObservedCosts): a layer with CPU work (decompression or
+  // recovery) takes this many times its estimate, relative to a layer without; 0 or below 1 = 1.
+  // What the terms above do not capture on a small machine: the decoders and the model's own
+  // compute share the cores for the whole layer, not only while the expert FFNs run.
+  double cpuLayerFactor = 0;
 };
 
 // Rank-based marginal inclusion probabilities f_r from activation counts of one layer: the counts

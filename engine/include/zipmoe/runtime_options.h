@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "zipmoe/cost_profile.h"
 #include "zipmoe/pools.h"
 #include "zipmoe/store.h"
 
@@ -103,6 +104,9 @@ struct RuntimeOptions {
   // Activation history to plan from at open (e.g. the app's database); a shape different from the
   // model's is an error.
   std::optional<ActivationCounts> history;
+  // Operation costs observed in earlier runs on this machine and store (RuntimeStats::observed) to
+  // plan from at open; the runtime goes on observing from there.
+  std::optional<ObservedCosts> observed;
   // Called on the planner thread before each replan (not for the plan the runtime opens with).
   // Tests use it to inject a planner failure; whatever it throws is handled like a failed plan.
   std::function<void()> beforeReplan;

@@ -17,6 +17,7 @@
 #include "cache/expert_cache.h"
 #include "experts/expert_sizes.h"
 #include "experts/full_tensor_strategy.h"
+#include "experts/planner_inputs.h"
 #include "experts/replanner.h"
 #include "experts/zipmoe_strategy.h"
 #include "sched/executor.h"
@@ -55,6 +56,25 @@ double measuredLowerBound(const sched::LayerJob& job, int shards, int workers) {
   return std::max({io, dec / L, compute, z, rec});
 }
 
+// Adds one layer's operation times to the observed costs (a task's times are per tensor).
+void observe(const sched::LayerJob& job, ObservedCosts& observed) {
+  for (const sched::JobTask& t : job.tasks) {
+    if (t.fullRead) {
+      observed.fullRead.add(t.readSMSeconds);
+      continue;
+    }
+    const double chunks = t.entry ? static_cast<double>(std::max<size_t>(1, t.entry->eChunks.size())) : 1.0;
+    if (t.wholeRead) {
+      observed.tensorRead.add(t.readESeconds + t.readSMSeconds);
+    } else {
+      if (t.readESeconds > 0) observed.eRead.add(t.readESeconds / chunks);
+      if (t.readSMSeconds > 0) observed.smRead.add(t.readSMSeconds);
+    }
+    if (t.decompressSeconds > 0) observed.decompress.add(t.decompressSeconds / chunks);
+    if (t.recoverSeconds > 0) observed.recover.add(t.recoverSeconds);
+  }
+}
+
 RuntimeOptions resolved(RuntimeOptions o, const Store& store) {
   if (o.prefetchSlots == -1 && o.mode == OffloadMode::ZipMoE)
     o.prefetchSlots = 2 * std::max(1, static_cast<int>(store.manifest().config->value("num_experts_per_tok", 1)));
@@ -75,7 +95,9 @@ RuntimeOptions resolved(RuntimeOptions o, const Store& store) {
 class Runtime final : public ExpertRuntime {
  public:
   Runtime(std::shared_ptr<const Store> store, const RuntimeOptions& options, const CostProfile& profile)
-      : store_(std::move(store)), options_(resolved(options, *store_)), epoch_(Clock::now()), sizes_(*store_) {
+      : store_(std::move(store)), options_(resolved(options, *store_)), epoch_(Clock::now()), sizes_(*store_),
+        layerCost_(experts::costModel(profile, options_.decompressWorkers, sizes_.shards(), sizes_.kinds(),
+                                      options_.coalesceReads, true)) {
     if (options_.mode == OffloadMode::ZipMoE)
       strategy_ = std::make_unique<experts::ZipMoeStrategy>(*store_, sizes_, options_, profile);
     else
@@ -94,6 +116,7 @@ class Runtime final : public ExpertRuntime {
     cache_ = std::make_unique<cache::ExpertCache>(sizes_.layers(), sizes_.experts(), options_.eviction,
                                                   strategy_->sharedCache());
     if (options_.history) cache_->setActivationCounts(checkedShape(*options_.history));
+    if (options_.observed) stats_.observed = *options_.observed;
     applyPlan(computePlan(budget, options_.pools, cache_->activationCounts()));
     executor_ = std::make_unique<sched::Executor>(store_.get(), strategy_->decompressWorkers(), options_.readMode,
                                                   trace_.get(), epoch_, staging, output);
@@ -186,7 +209,7 @@ class Runtime final : public ExpertRuntime {
       for (size_t p = 0; p < kNumPools; ++p) stats_.hits[p] += counts.hits[p];
       stats_.misses += counts.misses;
     }
-    return executor_->run(job, [this, kept, predicted](sched::LayerJob& done) { endJob(done, *kept, predicted); });
+    return executor_->run(job, [this, kept, predicted, counts](sched::LayerJob& done) { endJob(done, *kept, predicted, counts); });
   }
 
   void prefetch(int layer, std::span<const int> experts) override {
@@ -292,7 +315,12 @@ class Runtime final : public ExpertRuntime {
 
   // Any thread: the plan for `budget` (which the caller has checked against the minimum).
   Plan computePlan(uint64_t budget, PoolMask pools, const ActivationCounts& counts) const {
-    Plan plan = strategy_->plan(budget - workingSet_, pools, counts);
+    ObservedCosts observed;
+    {
+      std::lock_guard lock(statsMutex_);
+      observed = stats_.observed;
+    }
+    Plan plan = strategy_->plan(budget - workingSet_, pools, counts, observed);
     plan.budget = budget;
     return plan;
   }
@@ -318,7 +346,7 @@ class Runtime final : public ExpertRuntime {
   }
 
   // The model's thread, in the batch's destructor: commit kept parts and account the layer.
-  void endJob(sched::LayerJob& job, std::vector<Keep>& kept, double predicted) {
+  void endJob(sched::LayerJob& job, std::vector<Keep>& kept, double predicted, const experts::JobCounts& counts) {
     std::lock_guard lock(cacheMutex_);
     const int layer = job.layer;
     if (job.error.empty()) {
@@ -345,6 +373,8 @@ class Runtime final : public ExpertRuntime {
     const double bound = measuredLowerBound(job, sizes_.shards(), options_.decompressWorkers);
     std::lock_guard statsLock(statsMutex_);
     if (job.error.empty()) {
+      observe(job, stats_.observed);
+      observeLayer(job, counts, seconds(job.lastRelease - job.start), stats_.observed);
       stats_.layers += 1;
       stats_.measuredMakespan += seconds(job.lastRelease - job.start);
       stats_.lowerBound += bound;
@@ -353,6 +383,27 @@ class Runtime final : public ExpertRuntime {
     stats_.bytesRead += job.bytesRead;
     stats_.stallSeconds += job.stallSeconds;
     if (layer == 0) stats_.steps += 1;
+  }
+
+  // The layer's measured makespan over the planner's estimate for its hit pattern, priced with the
+  // costs observed so far, into the observed layer quotients (ObservedCosts::cpuLayer, readLayer).
+  void observeLayer(const sched::LayerJob& job, const experts::JobCounts& counts, double measured,
+                    ObservedCosts& observed) const {
+    bool cpu = false, raw = false;
+    for (const sched::JobTask& t : job.tasks) {
+      cpu = cpu || t.decompressSeconds > 0 || t.recoverSeconds > 0;
+      raw = raw || t.fullRead;
+    }
+    const int k = static_cast<int>(job.experts.size());
+    if (k < 1 || (raw && !(layerCost_.fullRead > 0))) return;
+    std::array<int, kNumPools> hits{};
+    int total = 0;
+    for (size_t p = 0; p < kNumPools; ++p) total += hits[p] = static_cast<int>(counts.hits[p]);
+    if (total > k) return;
+    plan::CostModel cost = experts::observedCostModel(layerCost_, observed);
+    cost.cpuLayerFactor = 0;
+    const double estimate = plan::estimateMakespan(k, hits, cost, raw);
+    if (estimate > 0) (cpu ? observed.cpuLayer : observed.readLayer).add(measured / estimate);
   }
 
   // Prefetch slots. Free → Assigned (reads queued for a hinted expert) → InUse (its layer's job uses
@@ -459,6 +510,7 @@ class Runtime final : public ExpertRuntime {
   const RuntimeOptions options_;
   Clock::time_point epoch_;
   const experts::ExpertSizes sizes_;
+  const plan::CostModel layerCost_;  // the profile's, raw reads priced: estimates observed layers
   std::unique_ptr<experts::OffloadStrategy> strategy_;
   uint64_t workingSet_ = 0;
   std::unique_ptr<TraceBuffer> trace_;

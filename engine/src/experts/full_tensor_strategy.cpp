@@ -20,7 +20,7 @@ sched::SlotLayout FullTensorStrategy::outputLayout() const {
   return output;
 }
 
-Plan FullTensorStrategy::plan(uint64_t poolBytes, PoolMask, const ActivationCounts&) const {
+Plan FullTensorStrategy::plan(uint64_t poolBytes, PoolMask, const ActivationCounts&, const ObservedCosts&) const {
   const auto start = std::chrono::steady_clock::now();
   Plan p;
   p.pools = poolBit(Pool::F);

@@ -73,8 +73,10 @@ class OffloadStrategy {
   virtual sched::SlotLayout outputLayout() const = 0;
   virtual int decompressWorkers() const = 0;  // the executor's L; 0 = no decompression
   virtual bool sharedCache() const = 0;       // one pool shared by all layers (the baseline)
-  // The plan for `poolBytes` (the budget less the working set) from this activation history.
-  virtual Plan plan(uint64_t poolBytes, PoolMask pools, const ActivationCounts& counts) const = 0;
+  // The plan for `poolBytes` (the budget less the working set) from this activation history, with
+  // the operations' costs observed so far.
+  virtual Plan plan(uint64_t poolBytes, PoolMask pools, const ActivationCounts& counts,
+                    const ObservedCosts& observed) const = 0;
   // Sets the cache's capacities to the plan's. REQUIRES: the cache lock.
   virtual void applyPlan(cache::ExpertCache& cache, const Plan& plan, uint64_t poolBytes) const = 0;
   // Fills `job` and `kept` for one layer's requests and returns the makespan the scheduler predicts

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <numeric>
 #include <span>
 
@@ -27,6 +28,41 @@ plan::CostModel costModel(const CostProfile& profile, int workers, int shards, i
     cost.decodeSlowdown = profile.decompressSlowdown();
     cost.ioSlowdown = profile.readSlowdown();
   }
+  return cost;
+}
+
+namespace {
+
+struct Figure {
+  double& field;  // the cost model's figure (0: not priced by this model)
+  const ObservedCost& seen;
+};
+
+// See observedCostModel. Returns whether the group was calibrated.
+bool calibrate(std::initializer_list<Figure> group) {
+  double observed = 0, profiled = 0;
+  for (const Figure& f : group)
+    if (f.field > 0 && f.seen.count >= kMinObservedOps) {
+      observed += static_cast<double>(f.seen.count) * f.seen.seconds;
+      profiled += static_cast<double>(f.seen.count) * f.field;
+    }
+  if (profiled <= 0 || observed <= 0) return false;
+  const double ratio = observed / profiled;
+  for (const Figure& f : group)
+    if (f.field > 0) f.field = f.seen.count >= kMinObservedOps ? f.seen.seconds : f.field * ratio;
+  return true;
+}
+
+}  // namespace
+
+plan::CostModel observedCostModel(plan::CostModel cost, const ObservedCosts& observed) {
+  if (calibrate({{cost.u, observed.smRead}, {cost.v, observed.eRead}, {cost.missRead, observed.tensorRead},
+                 {cost.fullRead, observed.fullRead}}))
+    cost.ioSlowdown = 1;
+  if (calibrate({{cost.c, observed.decompress}, {cost.recover, observed.recover}})) cost.decodeSlowdown = 1;
+  if (observed.cpuLayer.count >= kMinObservedOps && observed.readLayer.count >= kMinObservedOps &&
+      observed.readLayer.seconds > 0)
+    cost.cpuLayerFactor = observed.cpuLayer.seconds / observed.readLayer.seconds;
   return cost;
 }
 

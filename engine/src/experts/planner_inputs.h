@@ -33,6 +33,15 @@ struct PoolPlanInputs {
 // the contention figures (when measured) for L busy workers (the nearest measured count).
 plan::CostModel costModel(const CostProfile& profile, int workers, int shards, int tensorsPerExpert,
                           bool coalesced = false, bool rawMisses = false);
+// An observed figure prices plans once it covers this many operations.
+inline constexpr uint64_t kMinObservedOps = 8;
+// The cost model with the operations' costs as observed in the runtime's layers (ObservedCosts)
+// instead of the profile's: each figure observed over kMinObservedOps operations or more is the
+// observed mean; each one not (yet) observed is the profile's, scaled by how its group's observed
+// figures compare with theirs in the profile (reads: the disk and the host's cache; CPU work:
+// decompression and recovery, sharing the cores with the model). The contention factors of a
+// calibrated group become 1: its observed times already include the contention.
+plan::CostModel observedCostModel(plan::CostModel cost, const ObservedCosts& observed);
 // Rescales f (non-increasing, each ≤ 1) so that Σ f = k, keeping every value ≤ 1.
 std::vector<double> normaliseFrequencies(std::vector<double> f, int k);
 // Each layer's rank frequencies from the counts (the prior for a layer with too little history).

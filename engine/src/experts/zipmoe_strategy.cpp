@@ -53,11 +53,14 @@ sched::SlotLayout ZipMoeStrategy::outputLayout() const {
   return output;
 }
 
-Plan ZipMoeStrategy::plan(uint64_t poolBytes, PoolMask pools, const ActivationCounts& counts) const {
+Plan ZipMoeStrategy::plan(uint64_t poolBytes, PoolMask pools, const ActivationCounts& counts,
+                          const ObservedCosts& observed) const {
   const auto start = std::chrono::steady_clock::now();
   Plan p;
   p.pools = pools;
-  p.layers = options_.planning ? planPools(planInputs_, static_cast<double>(poolBytes), pools, counts)
+  PoolPlanInputs inputs = planInputs_;
+  inputs.cost = observedCostModel(inputs.cost, observed);
+  p.layers = options_.planning ? planPools(inputs, static_cast<double>(poolBytes), pools, counts)
                                : fixedRatioPlan(planInputs_, static_cast<double>(poolBytes), pools, options_.fixedRatios);
   for (auto& lp : p.layers) {
     if (!raw_) lp.rawMisses = false;

@@ -36,7 +36,8 @@ class ZipMoeStrategy final : public OffloadStrategy {
   sched::SlotLayout outputLayout() const override;
   int decompressWorkers() const override { return options_.decompressWorkers; }
   bool sharedCache() const override { return false; }
-  Plan plan(uint64_t poolBytes, PoolMask pools, const ActivationCounts& counts) const override;
+  Plan plan(uint64_t poolBytes, PoolMask pools, const ActivationCounts& counts,
+            const ObservedCosts& observed) const override;
   void applyPlan(cache::ExpertCache& cache, const Plan& plan, uint64_t poolBytes) const override;
   double buildJob(cache::ExpertCache& cache, const LayerRequest& request, sched::LayerJob& job, std::vector<Keep>& kept,
                   JobCounts& counts) const override;

@@ -83,7 +83,7 @@ double makespan(int k, int hF, int hC, int hS, int hE, const CostModel& c, bool 
   const double overlap = std::min(k * c.compute, busy);
   const double cpu = busy + (factor(c.decodeSlowdown) - 1) * overlap;
   const double penalty = (factor(c.computeSlowdown) - 1) * overlap;
-  return std::max(tIO * factor(c.ioSlowdown), cpu) + penalty;
+  return (std::max(tIO * factor(c.ioSlowdown), cpu) + penalty) * factor(c.cpuLayerFactor);
 }
 
 // One Bernoulli(q) trial folded into a hit distribution truncated at degree H (Algorithm 2, line 8).

@@ -432,3 +432,36 @@ CostProfile loadProfile(const std::filesystem::path& path, int* versionOut) {
 }  // namespace
 
 }  // namespace zipmoe
+
+namespace zipmoe {
+
+void ObservedCost::add(double s) {
+  count = std::min(count + 1, kObservedWindow);
+  seconds += (s - seconds) / static_cast<double>(count);
+}
+
+void ObservedCost::merge(const ObservedCost& other) {
+  if (other.count == 0) return;
+  // Other's operations are the newer: they keep their weight, ours fill what the window has left.
+  const uint64_t ours = std::min(count, kObservedWindow - std::min(other.count, kObservedWindow));
+  const uint64_t total = ours + std::min(other.count, kObservedWindow);
+  seconds = (seconds * static_cast<double>(ours) + other.seconds * static_cast<double>(total - ours)) / static_cast<double>(total);
+  count = total;
+}
+
+void ObservedCosts::merge(const ObservedCosts& other) {
+  tensorRead.merge(other.tensorRead);
+  eRead.merge(other.eRead);
+  smRead.merge(other.smRead);
+  fullRead.merge(other.fullRead);
+  decompress.merge(other.decompress);
+  recover.merge(other.recover);
+  cpuLayer.merge(other.cpuLayer);
+  readLayer.merge(other.readLayer);
+}
+
+bool ObservedCosts::any() const {
+  return tensorRead.count + eRead.count + smRead.count + fullRead.count + decompress.count + recover.count > 0;
+}
+
+}  // namespace zipmoe

@@ -78,6 +78,37 @@ class TestRawMisses : public QObject {
     uint64_t weights = 0;
     for (int k = 0; k < m.numKinds(); ++k) weights += m.expert(0, 0, k).numel;
     QVERIFY(st.bytesRead >= st.misses * weights * 2);
+    // Every raw read was observed (a tensor each), and no decoding.
+    QVERIFY(st.observed.fullRead.count > 0);
+    QVERIFY(st.observed.fullRead.seconds > 0);
+    QCOMPARE(st.observed.decompress.count, uint64_t{0});
+    QVERIFY(st.observed.readLayer.count > 0);
+    QCOMPARE(st.observed.cpuLayer.count, uint64_t{0});
+  }
+
+  void observedCostsAreSeededAndGrow() {
+    // A runtime that decodes observes its reads, decompression and recovery; one seeded with
+    // those figures starts from them and goes on observing.
+    const Manifest& m = f_.opened->manifest();
+    RuntimeOptions o;
+    o.budget = MemoryBudget::poolsForShare(0.0);
+    RuntimeStats first;
+    {
+      auto rt = ExpertRuntime::open(f_.opened, o, f_.directProfile);
+      runStream(f_, *rt, requestStream(3, m.numLayers(), m.numExperts, 2, 9));
+      first = rt->stats();
+    }
+    QVERIFY(first.observed.decompress.count > 0);
+    QVERIFY(first.observed.recover.count > 0);
+    QVERIFY(first.observed.tensorRead.count + first.observed.eRead.count > 0);
+    QVERIFY(first.observed.cpuLayer.count > 0);
+    QCOMPARE(first.observed.fullRead.count, uint64_t{0});
+    o.observed = first.observed;
+    auto rt = ExpertRuntime::open(f_.opened, o, f_.directProfile);
+    QCOMPARE(rt->stats().observed.decompress.count, first.observed.decompress.count);
+    runStream(f_, *rt, requestStream(3, m.numLayers(), m.numExperts, 2, 9));
+    QVERIFY(rt->stats().observed.decompress.count > first.observed.decompress.count ||
+            first.observed.decompress.count == ObservedCost::kObservedWindow);
   }
 
   void alwaysNeedsACheckpoint() {

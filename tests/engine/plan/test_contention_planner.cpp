@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "experts/planner_inputs.h"
 #include "test_support.h"
 #include "zipmoe/error.h"
 #include "zipmoe/pool_planner.h"
@@ -160,6 +161,82 @@ class TestContentionPlanner : public QObject {
     const auto none = planModel(f, 4, kAllPools, qwenCosts(), {full, 0.66 * full, 0.5 * full, 0.16 * full},
                                 3 * 0.25 * 60 * full);
     for (const auto& p : none) QVERIFY(!p.rawMisses);
+  }
+
+  void cpuLayerFactorScalesOnlyLayersWithCpuWork() {
+    CostModel c = qwenCosts();
+    c.fullRead = 2.25e-3;
+    CostModel f = c;
+    f.cpuLayerFactor = 1.7;
+    // A layer with CPU work (C hits, ZipMoE misses) costs 1.7 × more; one that only reads does not.
+    for (const std::array<int, kNumPools>& hits : {std::array<int, kNumPools>{0, 2, 0, 0}, {1, 1, 1, 1}, {0, 0, 0, 0}})
+      QVERIFY(std::abs(estimateMakespan(4, hits, f) - 1.7 * estimateMakespan(4, hits, c)) < 1e-12);
+    QCOMPARE(estimateMakespan(4, {2, 0, 0, 0}, f, true), estimateMakespan(4, {2, 0, 0, 0}, c, true));
+    // Below 1 counts as 1.
+    f.cpuLayerFactor = 0.5;
+    QCOMPARE(estimateMakespan(4, {0, 2, 0, 0}, f), estimateMakespan(4, {0, 2, 0, 0}, c));
+    // Decoding that costs what it was observed to cost here turns a plan that kept C hits and
+    // decoded its misses into F with raw misses (docs/RUNTIME.md, "Pricing plans with observed costs").
+    CostModel observed = c;
+    observed.fullRead = 1.1 * observed.missRead + 0.9e-3;
+    const LayerPlan before = planLayer(layer(0.25, observed));
+    observed.cpuLayerFactor = 2.0;
+    const LayerPlan after = planLayer(layer(0.25, observed));
+    QVERIFY(after.rawMisses);
+    QVERIFY2(after.ratio[0] >= before.ratio[0], qPrintable(QString("F %1 then %2").arg(before.ratio[0]).arg(after.ratio[0])));
+  }
+
+  void observedCostsReplaceTheProfilesFigures() {
+    // Running means over a window.
+    ObservedCost a;
+    for (double s : {1.0, 2.0, 3.0}) a.add(s);
+    QCOMPARE(a.count, uint64_t{3});
+    QVERIFY(std::abs(a.seconds - 2.0) < 1e-12);
+    ObservedCost w;
+    for (uint64_t i = 0; i < 2 * ObservedCost::kObservedWindow; ++i) w.add(i < ObservedCost::kObservedWindow ? 0.0 : 1.0);
+    QCOMPARE(w.count, ObservedCost::kObservedWindow);
+    QVERIFY2(w.seconds > 0.6, qPrintable(QString("old operations still weigh: %1").arg(w.seconds)));
+    ObservedCost m = a, none;
+    m.merge(none);
+    QCOMPARE(m.seconds, a.seconds);
+    ObservedCost b;
+    b.add(5.0);
+    m.merge(b);
+    QCOMPARE(m.count, uint64_t{4});
+    QVERIFY(std::abs(m.seconds - (1 + 2 + 3 + 5) / 4.0) < 1e-12);
+
+    CostModel c = qwenCosts();
+    c.missRead = 4.3e-3;
+    c.fullRead = 5.3e-3;
+    c.decodeSlowdown = 1.9;
+    c.ioSlowdown = 1.2;
+    ObservedCosts seen;
+    // Too few operations: nothing changes.
+    for (int i = 0; i < 3; ++i) seen.tensorRead.add(3.0e-3);
+    CostModel same = experts::observedCostModel(c, seen);
+    QCOMPARE(same.missRead, c.missRead);
+    QCOMPARE(same.ioSlowdown, c.ioSlowdown);
+    // Enough: the observed mean replaces the figure, the unobserved reads scale with it, and the
+    // group's contention factor is 1 (it is in the observed times).
+    for (uint64_t i = 0; i < experts::kMinObservedOps; ++i) seen.tensorRead.add(3.0e-3);
+    const CostModel io = experts::observedCostModel(c, seen);
+    QVERIFY(std::abs(io.missRead - 3.0e-3) < 1e-12);
+    QVERIFY(std::abs(io.fullRead - c.fullRead * 3.0e-3 / 4.3e-3) < 1e-12);
+    QVERIFY(std::abs(io.u - c.u * 3.0e-3 / 4.3e-3) < 1e-12);
+    QCOMPARE(io.ioSlowdown, 1.0);
+    QCOMPARE(io.c, c.c);  // CPU figures untouched until observed
+    QCOMPARE(io.decodeSlowdown, c.decodeSlowdown);
+    QCOMPARE(io.cpuLayerFactor, 0.0);
+    for (uint64_t i = 0; i < experts::kMinObservedOps; ++i) {
+      seen.decompress.add(2 * c.c);
+      seen.cpuLayer.add(1.9);
+      seen.readLayer.add(1.1);
+    }
+    const CostModel cpu = experts::observedCostModel(c, seen);
+    QVERIFY(std::abs(cpu.c - 2 * c.c) < 1e-12);
+    QVERIFY(std::abs(cpu.recover - 2 * c.recover) < 1e-12);
+    QCOMPARE(cpu.decodeSlowdown, 1.0);
+    QVERIFY(std::abs(cpu.cpuLayerFactor - 1.9 / 1.1) < 1e-12);
   }
 };
 
