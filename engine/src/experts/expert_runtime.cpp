@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -89,6 +90,17 @@ RuntimeOptions resolved(RuntimeOptions o, const Store& store) {
   if (o.tolerance < 0) throw Error("expert runtime: tolerance δ must be ≥ 0");
   if (o.pools == 0 || o.pools > kAllPools) throw Error("expert runtime: the pool subset must enable at least one of F, C, S, E");
   if (!o.budget.isSet()) throw Error("expert runtime: no memory budget given (RuntimeOptions::budget)");
+  if (o.observed) {
+    const std::pair<const char*, const ObservedCost*> figures[] = {
+        {"tensorRead", &o.observed->tensorRead}, {"eRead", &o.observed->eRead},           {"smRead", &o.observed->smRead},
+        {"fullRead", &o.observed->fullRead},     {"decompress", &o.observed->decompress}, {"recover", &o.observed->recover},
+        {"cpuLayer", &o.observed->cpuLayer},     {"readLayer", &o.observed->readLayer}};
+    for (const auto& [name, cost] : figures)
+      if (!std::isfinite(cost->seconds) || cost->seconds < 0 || cost->count > ObservedCost::kObservedWindow)
+        throw Error(std::string("expert runtime: observed cost ") + name + " = " + std::to_string(cost->seconds) +
+                    " over " + std::to_string(cost->count) + " operations (RuntimeOptions::observed), expected a finite " +
+                    "value >= 0 over at most " + std::to_string(ObservedCost::kObservedWindow));
+  }
   return o;
 }
 
@@ -402,8 +414,12 @@ class Runtime final : public ExpertRuntime {
     if (total > k) return;
     plan::CostModel cost = experts::observedCostModel(layerCost_, observed);
     cost.cpuLayerFactor = 0;
-    const double estimate = plan::estimateMakespan(k, hits, cost, raw);
-    if (estimate > 0) (cpu ? observed.cpuLayer : observed.readLayer).add(measured / estimate);
+    try {
+      const double estimate = plan::estimateMakespan(k, hits, cost, raw);
+      if (estimate > 0) (cpu ? observed.cpuLayer : observed.readLayer).add(measured / estimate);
+    } catch (const Error&) {
+      // A layer the estimate has no figures for (none of the validated inputs gives one): not observed.
+    }
   }
 
   // Prefetch slots. Free → Assigned (reads queued for a hinted expert) → InUse (its layer's job uses

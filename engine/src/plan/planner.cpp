@@ -49,6 +49,7 @@ void validateCost(const CostModel& c) {
   check("computeSlowdown", c.computeSlowdown);
   check("decodeSlowdown", c.decodeSlowdown);
   check("ioSlowdown", c.ioSlowdown);
+  check("cpuLayerFactor", c.cpuLayerFactor);
   const auto checkCount = [](const char* name, int v) {
     if (v < 1) fail(std::string("cost.") + name + " = " + std::to_string(v) + ", expected >= 1");
   };

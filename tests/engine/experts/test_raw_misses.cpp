@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -109,6 +110,12 @@ class TestRawMisses : public QObject {
     runStream(f_, *rt, requestStream(3, m.numLayers(), m.numExperts, 2, 9));
     QVERIFY(rt->stats().observed.decompress.count > first.observed.decompress.count ||
             first.observed.decompress.count == ObservedCost::kObservedWindow);
+    // A seed that is not a cost is refused, naming the figure.
+    ObservedCosts bad;
+    bad.recover.seconds = std::nan("");
+    bad.recover.count = 3;
+    o.observed = bad;
+    ZIPMOE_EXPECT_ERROR(ExpertRuntime::open(f_.opened, o, f_.directProfile), "observed cost recover");
   }
 
   void alwaysNeedsACheckpoint() {

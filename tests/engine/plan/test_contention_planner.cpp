@@ -175,6 +175,8 @@ class TestContentionPlanner : public QObject {
     // Below 1 counts as 1.
     f.cpuLayerFactor = 0.5;
     QCOMPARE(estimateMakespan(4, {0, 2, 0, 0}, f), estimateMakespan(4, {0, 2, 0, 0}, c));
+    f.cpuLayerFactor = -1;
+    ZIPMOE_EXPECT_ERROR(estimateMakespan(4, {0, 2, 0, 0}, f), "cpuLayerFactor");
     // Decoding that costs what it was observed to cost here turns a plan that kept C hits and
     // decoded its misses into F with raw misses (docs/RUNTIME.md, "Pricing plans with observed costs").
     CostModel observed = c;
