@@ -25,38 +25,12 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zipmoe/store.h"
 
 namespace zipmoe {
-
-// Measured on this machine by `zipmoe profile` (see profile.h for how). Seconds per operation on
-// one expert tensor (averaged over the tensor kinds), and the expert FFN's time as a + b·tokens.
-struct CostProfile {
-  double smRead = 0;      // u
-  double eRead = 0;       // v (one E-chunk)
-  double decompress = 0;  // c (one E-chunk, one core)
-  double recover = 0;     // one tensor merged on one core
-  double fullRead = 0;    // one whole BF16 tensor (baselines)
-  double computeBase = 0, computePerToken = 0;  // expert FFN: a + b·tokens
-  double tensorRead = 0;  // one tensor's K E-chunks + SM-chunk in one request (a coalesced miss); 0 = not measured
-  // Contention, measured by measureContention (all empty / 0 when not measured: no contention).
-  int contentionWorkers = 0;               // L, the busy decoders of the last figure below
-  std::vector<double> computeBusy;         // [w], w = 0..L: one expert FFN (1 token) with w decoders busy
-  double decompressBusy = 0;               // one E-chunk decoded by one of L workers while the FFN runs
-  double fullReadBusy = 0;                 // a whole BF16 tensor read while L decoders are busy
-  std::string host;       // machine identity: hostname, CPU model, cores
-  std::string storeId;    // the store it was measured on (manifest checksum)
-  std::string readMode;   // "direct" or "buffered"
-  double expertCompute(int tokens) const { return computeBase + computePerToken * tokens; }
-  bool hasContention() const { return contentionWorkers > 0 && computeBusy.size() == static_cast<size_t>(contentionWorkers) + 1; }
-  // Ratios ≥ 1 (1 when not measured): FFN with L busy decoders / alone, decompression with the
-  // FFN running / alone, a whole-tensor read with busy decoders / alone.
-  double computeSlowdown() const;
-  double decompressSlowdown() const;
-  double readSlowdown() const;
-};
 
 // Operation costs measured inside the runtime's own layers, as the model runs: the time each
 // operation took there, contention with the model's compute and the host's read cache included.
@@ -86,6 +60,36 @@ struct ObservedCosts {
   bool any() const;
 };
 
+// Measured on this machine by `zipmoe profile` (see profile.h for how). Seconds per operation on
+// one expert tensor (averaged over the tensor kinds), and the expert FFN's time as a + b·tokens.
+struct CostProfile {
+  double smRead = 0;      // u
+  double eRead = 0;       // v (one E-chunk)
+  double decompress = 0;  // c (one E-chunk, one core)
+  double recover = 0;     // one tensor merged on one core
+  double fullRead = 0;    // one whole BF16 tensor (baselines)
+  double computeBase = 0, computePerToken = 0;  // expert FFN: a + b·tokens
+  double tensorRead = 0;  // one tensor's K E-chunks + SM-chunk in one request (a coalesced miss); 0 = not measured
+  // Contention, measured by measureContention (all empty / 0 when not measured: no contention).
+  int contentionWorkers = 0;               // L, the busy decoders of the last figure below
+  std::vector<double> computeBusy;         // [w], w = 0..L: one expert FFN (1 token) with w decoders busy
+  double decompressBusy = 0;               // one E-chunk decoded by one of L workers while the FFN runs
+  double fullReadBusy = 0;                 // a whole BF16 tensor read while L decoders are busy
+  std::string host;       // machine identity: hostname, CPU model, cores
+  std::string storeId;    // the store it was measured on (manifest checksum)
+  std::string readMode;   // "direct" or "buffered"
+  // What runtimes observed on this machine and store in use (saved back by Engine, field
+  // "observed"; empty in a fresh profile): a new runtime plans with it from the start.
+  ObservedCosts observed;
+  double expertCompute(int tokens) const { return computeBase + computePerToken * tokens; }
+  bool hasContention() const { return contentionWorkers > 0 && computeBusy.size() == static_cast<size_t>(contentionWorkers) + 1; }
+  // Ratios ≥ 1 (1 when not measured): FFN with L busy decoders / alone, decompression with the
+  // FFN running / alone, a whole-tensor read with busy decoders / alone.
+  double computeSlowdown() const;
+  double decompressSlowdown() const;
+  double readSlowdown() const;
+};
+
 inline constexpr int kCostProfileVersion = 2;
 
 std::string hostIdentity();
@@ -97,6 +101,12 @@ CostProfile measureCostProfile(const Store& store, ReadMode mode, int samples = 
 // REQUIRES: profile.decompress and profile.fullRead measured (measureCostProfile).
 void measureContention(CostProfile& profile, const Store& store, ReadMode mode, int workers,
                        const std::function<double()>& computeOnce, int reps = 9);
+// The observed figures by their JSON names ("tensor_read", …, "cpu_layer", "read_layer").
+std::vector<std::pair<const char*, ObservedCost*>> observedFigures(ObservedCosts& observed);
+std::vector<std::pair<const char*, const ObservedCost*>> observedFigures(const ObservedCosts& observed);
+// Throws zipmoe::Error (`what`: the file or option) naming a figure that is not a cost: not finite,
+// negative, above 1e4 s, or over more operations than the window.
+void checkObserved(const ObservedCosts& observed, const std::string& what);
 // Throws zipmoe::Error naming the file and the mismatching field (host, store, read mode).
 void checkProfile(const CostProfile& profile, const Store& store, ReadMode mode, const std::string& what);
 void saveCostProfile(const CostProfile& profile, const std::filesystem::path& path);

@@ -60,6 +60,12 @@ class Engine {
   const CostProfile& profile() const { return profile_; }
   std::shared_ptr<const Store> store() const { return store_; }
   double loadSeconds() const { return loadSeconds_; }
+  // Writes the operation costs the runtime observed (RuntimeStats::observed) into the cost profile
+  // it was opened with, so that the next Engine on this machine and store plans with them from its
+  // first token. No-op without a runtime or observations. Throws zipmoe::Error when the file cannot
+  // be written. The destructor calls it and ignores a failure (the profile stays as it was: it is
+  // replaced atomically).
+  void saveObservedCosts();
 
  private:
   Engine() = default;
@@ -70,6 +76,7 @@ class Engine {
   std::optional<ChatTemplate> chatTemplate_;
   std::unique_ptr<MoeModel> model_;
   CostProfile profile_;
+  std::filesystem::path profilePath_;  // where profile_ was loaded from or saved to
   double loadSeconds_ = 0;
 };
 

@@ -22,7 +22,22 @@ std::filesystem::path userCacheDir() {
 
 }  // namespace
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  try {
+    saveObservedCosts();
+  } catch (const std::exception&) {
+    // Best effort: a profile that cannot be written stays as it was.
+  }
+}
+
+void Engine::saveObservedCosts() {
+  if (!runtime_ || profilePath_.empty()) return;
+  const ObservedCosts observed = runtime_->stats().observed;
+  if (!observed.any()) return;
+  CostProfile p = profile_;
+  p.observed = observed;
+  saveCostProfile(p, profilePath_);
+}
 
 std::unique_ptr<Engine> Engine::open(const std::filesystem::path& dir, const EngineOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -49,6 +64,7 @@ std::unique_ptr<Engine> Engine::open(const std::filesystem::path& dir, const Eng
     std::filesystem::path profilePath = options.profilePath.empty() ? dir / "profile.json" : options.profilePath;
     std::string whyNot;
     std::optional<CostProfile> profile = loadMatchingProfile(profilePath, *e->store_, mode, &whyNot);
+    if (profile) e->profilePath_ = profilePath;
     if (!profile && !whyNot.empty()) {
       if (!options.profilePath.empty()) throw Error(whyNot);  // an explicitly named profile must fit
       status("re-measuring costs: " + whyNot);
@@ -59,6 +75,7 @@ std::unique_ptr<Engine> Engine::open(const std::filesystem::path& dir, const Eng
                                                              (mode == ReadMode::Direct ? "direct" : "buffered"))) +
                                                          ".json");
       if (options.profilePath.empty()) profile = loadMatchingProfile(cached, *e->store_, mode);
+      if (profile) e->profilePath_ = cached;
       if (!profile) {
         status("measuring this machine's cost profile on " + dir.string() + "…");
         profile = profileStore(*e->store_, mode, modelOptions.dtype, modelOptions.threads, options.profileSamples);
@@ -66,6 +83,7 @@ std::unique_ptr<Engine> Engine::open(const std::filesystem::path& dir, const Eng
         const auto target = writable || !options.profilePath.empty() ? profilePath : cached;
         std::filesystem::create_directories(target.parent_path());
         saveCostProfile(*profile, target);
+        e->profilePath_ = target;
       }
     }
     e->profile_ = *profile;

@@ -90,17 +90,7 @@ RuntimeOptions resolved(RuntimeOptions o, const Store& store) {
   if (o.tolerance < 0) throw Error("expert runtime: tolerance δ must be ≥ 0");
   if (o.pools == 0 || o.pools > kAllPools) throw Error("expert runtime: the pool subset must enable at least one of F, C, S, E");
   if (!o.budget.isSet()) throw Error("expert runtime: no memory budget given (RuntimeOptions::budget)");
-  if (o.observed) {
-    const std::pair<const char*, const ObservedCost*> figures[] = {
-        {"tensorRead", &o.observed->tensorRead}, {"eRead", &o.observed->eRead},           {"smRead", &o.observed->smRead},
-        {"fullRead", &o.observed->fullRead},     {"decompress", &o.observed->decompress}, {"recover", &o.observed->recover},
-        {"cpuLayer", &o.observed->cpuLayer},     {"readLayer", &o.observed->readLayer}};
-    for (const auto& [name, cost] : figures)
-      if (!std::isfinite(cost->seconds) || cost->seconds < 0 || cost->count > ObservedCost::kObservedWindow)
-        throw Error(std::string("expert runtime: observed cost ") + name + " = " + std::to_string(cost->seconds) +
-                    " over " + std::to_string(cost->count) + " operations (RuntimeOptions::observed), expected a finite " +
-                    "value >= 0 over at most " + std::to_string(ObservedCost::kObservedWindow));
-  }
+  if (o.observed) checkObserved(*o.observed, "expert runtime: RuntimeOptions::observed");
   return o;
 }
 
@@ -128,7 +118,7 @@ class Runtime final : public ExpertRuntime {
     cache_ = std::make_unique<cache::ExpertCache>(sizes_.layers(), sizes_.experts(), options_.eviction,
                                                   strategy_->sharedCache());
     if (options_.history) cache_->setActivationCounts(checkedShape(*options_.history));
-    if (options_.observed) stats_.observed = *options_.observed;
+    stats_.observed = options_.observed ? *options_.observed : profile.observed;
     applyPlan(computePlan(budget, options_.pools, cache_->activationCounts()));
     executor_ = std::make_unique<sched::Executor>(store_.get(), strategy_->decompressWorkers(), options_.readMode,
                                                   trace_.get(), epoch_, staging, output);
@@ -554,6 +544,7 @@ std::shared_ptr<ExpertRuntime> ExpertRuntime::open(std::shared_ptr<const Store> 
                                                    const CostProfile& profile) {
   if (!store) throw Error("expert runtime: no store");
   checkProfile(profile, *store, options.readMode, "cost profile");
+  checkObserved(profile.observed, "cost profile");
   return std::make_shared<Runtime>(std::move(store), options, profile);
 }
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -328,12 +329,43 @@ void saveCostProfile(const CostProfile& p, const std::filesystem::path& path) {
                      {"compute_busy_s", p.computeBusy},
                      {"decompress_busy_s", p.decompressBusy},
                      {"full_read_busy_s", p.fullReadBusy}};
+  if (p.observed.any()) {
+    nlohmann::json o = nlohmann::json::object();
+    for (const auto& [key, cost] : observedFigures(p.observed))
+      if (cost->count > 0) o[key] = {{"s", cost->seconds}, {"n", cost->count}};
+    j["observed"] = std::move(o);
+  }
   io::writeFileAtomically(path, j.dump(2) + "\n");
 }
 
 namespace {
 CostProfile loadProfile(const std::filesystem::path& path, int* version);
 }  // namespace
+
+namespace {
+template <class Figures, class Costs>
+Figures figuresOf(Costs& o) {
+  return {{"tensor_read", &o.tensorRead}, {"e_read", &o.eRead},           {"sm_read", &o.smRead},
+          {"full_read", &o.fullRead},     {"decompress", &o.decompress}, {"recover", &o.recover},
+          {"cpu_layer", &o.cpuLayer},     {"read_layer", &o.readLayer}};
+}
+}  // namespace
+
+std::vector<std::pair<const char*, ObservedCost*>> observedFigures(ObservedCosts& o) {
+  return figuresOf<std::vector<std::pair<const char*, ObservedCost*>>>(o);
+}
+
+std::vector<std::pair<const char*, const ObservedCost*>> observedFigures(const ObservedCosts& o) {
+  return figuresOf<std::vector<std::pair<const char*, const ObservedCost*>>>(o);
+}
+
+void checkObserved(const ObservedCosts& o, const std::string& what) {
+  for (const auto& [key, cost] : observedFigures(o))
+    if (!std::isfinite(cost->seconds) || cost->seconds < 0 || cost->seconds > 1e4 || cost->count > ObservedCost::kObservedWindow)
+      throw Error(what + ": observed figure '" + key + "' = " + std::to_string(cost->seconds) + " over " +
+                  std::to_string(cost->count) + " operations, expected a value in [0, 1e4] over at most " +
+                  std::to_string(ObservedCost::kObservedWindow));
+}
 
 std::optional<CostProfile> loadMatchingProfile(const std::filesystem::path& path, const Store& store, ReadMode mode,
                                                std::string* whyNot) {
@@ -427,6 +459,20 @@ CostProfile loadProfile(const std::filesystem::path& path, int* versionOut) {
                 " entries, expected workers + 1 = " + std::to_string(p.contentionWorkers + 1));
   p.decompressBusy = cnumber("decompress_busy_s");
   p.fullReadBusy = cnumber("full_read_busy_s");
+  if (j.contains("observed")) {
+    const nlohmann::json& o = j["observed"];
+    if (!o.is_object()) throw Error(what + ": field 'observed' must be an object");
+    for (const auto& [key, cost] : observedFigures(p.observed)) {
+      if (!o.contains(key)) continue;
+      const nlohmann::json& f = o[key];
+      const std::string field = std::string("observed.") + key;
+      if (!f.is_object() || !f.contains("s") || !f["s"].is_number() || !f.contains("n") || !f["n"].is_number_unsigned())
+        throw Error(what + ": field '" + field + "' must be {\"s\": seconds, \"n\": operations}");
+      cost->seconds = f["s"].get<double>();
+      cost->count = f["n"].get<uint64_t>();
+    }
+    checkObserved(p.observed, what);
+  }
   return p;
 }
 }  // namespace

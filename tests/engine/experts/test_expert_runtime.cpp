@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <fstream>
@@ -354,6 +355,28 @@ class TestExpertRuntime : public QObject {
     std::ofstream(dir_ / "bad.json") << R"({"format":"zipmoe-cost-profile","version":1,"host":"h","store":"s",
       "read_mode":"direct","sm_read_s":-1})";
     ZIPMOE_EXPECT_ERROR(loadCostProfile(dir_ / "bad.json"), "bad.json", "sm_read_s");
+    // Observed costs: saved only when there are some, loaded intact, a bad figure named.
+    QVERIFY(!nlohmann::json::parse(std::ifstream(path)).contains("observed"));
+    CostProfile withObserved = huffman_.directProfile;
+    withObserved.observed.fullRead = {2.9e-3, 40};
+    withObserved.observed.cpuLayer = {1.9, 200};
+    saveCostProfile(withObserved, path);
+    const CostProfile again = loadCostProfile(path);
+    QCOMPARE(again.observed.fullRead.seconds, 2.9e-3);
+    QCOMPARE(again.observed.fullRead.count, uint64_t{40});
+    QCOMPARE(again.observed.cpuLayer.count, uint64_t{200});
+    QCOMPARE(again.observed.decompress.count, uint64_t{0});
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(path));
+    j["observed"]["recover"] = {{"s", -1.0}, {"n", 3}};
+    std::ofstream(dir_ / "bad-observed.json") << j.dump();
+    ZIPMOE_EXPECT_ERROR(loadCostProfile(dir_ / "bad-observed.json"), "bad-observed.json", "'recover'");
+    j["observed"] = {{"recover", 3}};
+    std::ofstream(dir_ / "bad-observed.json") << j.dump();
+    ZIPMOE_EXPECT_ERROR(loadCostProfile(dir_ / "bad-observed.json"), "observed.recover");
+    // A profile handed to a runtime is checked the same way.
+    CostProfile badSeed = huffman_.directProfile;
+    badSeed.observed.decompress = {std::nan(""), 1};
+    ZIPMOE_EXPECT_ERROR(ExpertRuntime::open(huffman_.opened, o, badSeed), "cost profile", "'decompress'");
   }
 
   void corruptedChunkStopsTheLayerCleanly() {

@@ -339,10 +339,16 @@ class TestGenerationBitExact : public QObject {
     QCOMPARE(statuses, 1);
     QVERIFY(std::filesystem::exists(store / "profile.json"));
     QCOMPARE(textOf(*engine), expected);
-    engine.reset();
+    const ObservedCosts observed = engine->runtime()->stats().observed;
+    QVERIFY(observed.decompress.count > 0);
+    engine.reset();  // saves what the runtime observed into the profile
+    QVERIFY(loadCostProfile(store / "profile.json").observed.decompress.count == observed.decompress.count);
     statuses = 0;
-    engine = Engine::open(store, withRuntime);  // the saved profile is reused
+    engine = Engine::open(store, withRuntime);  // the saved profile is reused, with the observations
     QCOMPARE(statuses, 0);
+    QCOMPARE(engine->runtime()->stats().observed.decompress.count, observed.decompress.count);
+    QCOMPARE(engine->runtime()->stats().observed.recover.seconds, observed.recover.seconds);
+    QCOMPARE(textOf(*engine), expected);  // and plans with them: still the same text
     ZIPMOE_EXPECT_ERROR(engine->runtime()->setBudget(MemoryBudget::bytes(1)), "below the minimum");
     ZIPMOE_EXPECT_ERROR(Engine::open(demo, withRuntime), "ZipMoE store", "zipmoe convert");
     EngineOptions foreign = withRuntime;

@@ -115,7 +115,7 @@ class TestRawMisses : public QObject {
     bad.recover.seconds = std::nan("");
     bad.recover.count = 3;
     o.observed = bad;
-    ZIPMOE_EXPECT_ERROR(ExpertRuntime::open(f_.opened, o, f_.directProfile), "observed cost recover");
+    ZIPMOE_EXPECT_ERROR(ExpertRuntime::open(f_.opened, o, f_.directProfile), "observed figure 'recover'");
   }
 
   void alwaysNeedsACheckpoint() {
