@@ -179,6 +179,11 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
     s.options.fifoSchedule = true;
     return s;
   }
+  if (text == "zipmoe-unfused" || text.rfind("zipmoe-unfused:", 0) == 0) {  // every tensor recovered first
+    s.options.fuseRecovery = false;
+    if (text.size() > 14) s.options.pools = parsePoolMask(text.substr(15), "system " + text);
+    return s;
+  }
   for (const char* policy : {"lru", "fifo", "marking"})
     if (text == std::string("zipmoe-") + policy) {
       s.options.eviction = parseEvictionPolicy(policy);
@@ -191,7 +196,7 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
     return s;
   }
   throw Error("unknown system '" + text +
-              "' (resident, zipmoe, zipmoe-prefetch, zipmoe-prefetch:ORACLE_ACCURACY, zipmoe:POOLS e.g. zipmoe:FS, zipmoe-raw, zipmoe-raw:POOLS, zipmoe-raw-always[:POOLS], zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-lru, zipmoe-fifo, "
+              "' (resident, zipmoe, zipmoe-prefetch, zipmoe-prefetch:ORACLE_ACCURACY, zipmoe:POOLS e.g. zipmoe:FS, zipmoe-raw, zipmoe-raw:POOLS, zipmoe-raw-always[:POOLS], zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-unfused[:POOLS], zipmoe-lru, zipmoe-fifo, "
               "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking)");
 }
 

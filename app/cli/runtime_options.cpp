@@ -72,6 +72,7 @@ const std::vector<OptionSpec>& runtimeOptionSpecs() {
       {"--eviction", "zipmoe|lru|fifo|lfu|marking", "the cache's eviction policy"},
       {"--no-plan", "", "a fixed equal split of the pools instead of the planner's"},
       {"--fifo-schedule", "", "request order instead of Algorithm 1"},
+      {"--unfused-recovery", "", "recover every tensor before the model computes it (by default decoding computes from the split planes)"},
       {"--workers", "L", "decompression workers (1-256)"},
       {"--buffered", "", "page-cache reads instead of O_DIRECT"},
       {"--profile", "FILE", "the cost profile (default STORE/profile.json)"},
@@ -113,6 +114,10 @@ std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOpt
   }
   if (line.has("--fifo-schedule")) {
     r.fifoSchedule = true;
+    any = true;
+  }
+  if (line.has("--unfused-recovery")) {
+    r.fuseRecovery = false;
     any = true;
   }
   if (line.has("--workers")) {

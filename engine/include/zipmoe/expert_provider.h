@@ -4,7 +4,10 @@
 // experts it needs and how many tokens each serves, then calls next() repeatedly: each call blocks
 // until one more requested expert's weights are ready (in whatever order the provider finishes them)
 // and the model computes that expert at once. Weights are BF16 row-major [out, in] buffers, one per
-// expert tensor kind in the family's store order (e.g. gate_proj, up_proj, down_proj), and stay valid
+// expert tensor kind in the family's store order (e.g. gate_proj, up_proj, down_proj) — or, where the
+// request allowed it (ExpertRequest::acceptsSplit), the tensor's lossless split: its exponent plane
+// and its sign-mantissa plane (zipmoe/bf16_split.h), which the model's decoding kernels merge in
+// registers as they compute, so that a runtime need not recover the tensor first — and stay valid
 // until the next call to next() or the ExpertBatch's destruction, whichever comes first (so that a
 // runtime can recycle a bounded set of buffers); the model computes each expert before asking for
 // the next one. The resident provider has everything in memory; the ZipMoE
@@ -28,11 +31,17 @@ class Store;
 struct ExpertRequest {
   int expert = 0;
   int tokens = 0;  // tokens routed to it in this step (drives scheduling priority)
+  // The model can compute this expert straight from split planes (decoding: few tokens, BF16
+  // compute on the project's GEMV). A provider may then hand any tensor of it split.
+  bool acceptsSplit = false;
 };
 
 struct ReadyExpert {
   int expert = 0;
   std::vector<const uint16_t*> tensors;  // BF16 words, one per kind, each [rows × cols] row-major
+  // Where tensors[kind] is null (only when the request accepted it): the kind's exponent plane and
+  // sign-mantissa plane, one byte per weight each, row-major. Empty when every tensor is BF16.
+  std::vector<const uint8_t*> exponents, signMantissa;
 };
 
 class ExpertBatch {

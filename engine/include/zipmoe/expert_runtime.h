@@ -62,6 +62,8 @@ struct RuntimeStats {
                                       // runs (a running layer's experts may exceed a budget that
                                       // shrank meanwhile until the layer ends)
   uint64_t droppedTraceEvents = 0;
+  // Tensors handed to the model as split planes (RuntimeOptions::fuseRecovery): no recovery pass.
+  uint64_t splitTensors = 0;
   // Speculative prefetch (RuntimeOptions::prefetchSlots > 0). Hinted: experts the model named;
   // prefetched: bytes the prefetch reads brought in; useful: of those, bytes a layer then used
   // instead of reading them; wasted: bytes of guesses no layer used. Coverage of the demand =

@@ -88,6 +88,11 @@ struct RuntimeOptions {
   // One request per tensor for its K E-chunks (and its SM-chunk too when the tensor is a plain miss)
   // instead of one per chunk: they are contiguous in the store. Fewer, larger reads.
   bool coalesceReads = true;
+  // Recovery fused into the model's compute: an expert the model computes from split planes
+  // (ExpertRequest::acceptsSplit: decoding) gets its decompressed exponent plane and its sign-mantissa
+  // plane instead of a recovered BF16 tensor — no merge pass, no output slot, the same result. Off:
+  // every tensor is recovered first (the paper's pipeline; for comparison).
+  bool fuseRecovery = true;
   int outputSlots = 3;             // recovered experts waiting for / used by the model
   int stagingSlots = 3;            // experts whose chunks are in flight at once
   // Speculative prefetch (ZipMoE mode): slots, each holding one expert's stored chunks (E + SM of

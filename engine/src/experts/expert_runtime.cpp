@@ -76,6 +76,12 @@ void observe(const sched::LayerJob& job, ObservedCosts& observed) {
   }
 }
 
+// A decoding layer's costs: with fused recovery no tensor is recovered (as the strategy prices them).
+plan::CostModel decodingCost(plan::CostModel cost, const RuntimeOptions& options) {
+  if (options.fuseRecovery) cost.recover = 0;
+  return cost;
+}
+
 RuntimeOptions resolved(RuntimeOptions o, const Store& store) {
   if (o.prefetchSlots == -1 && o.mode == OffloadMode::ZipMoE)
     o.prefetchSlots = 2 * std::max(1, static_cast<int>(store.manifest().config->value("num_experts_per_tok", 1)));
@@ -98,8 +104,9 @@ class Runtime final : public ExpertRuntime {
  public:
   Runtime(std::shared_ptr<const Store> store, const RuntimeOptions& options, const CostProfile& profile)
       : store_(std::move(store)), options_(resolved(options, *store_)), epoch_(Clock::now()), sizes_(*store_),
-        layerCost_(experts::costModel(profile, options_.decompressWorkers, sizes_.shards(), sizes_.kinds(),
-                                      options_.coalesceReads, true)) {
+        layerCost_(decodingCost(experts::costModel(profile, options_.decompressWorkers, sizes_.shards(),
+                                                   sizes_.kinds(), options_.coalesceReads, true),
+                                options_)) {
     if (options_.mode == OffloadMode::ZipMoE)
       strategy_ = std::make_unique<experts::ZipMoeStrategy>(*store_, sizes_, options_, profile);
     else
@@ -384,6 +391,7 @@ class Runtime final : public ExpertRuntime {
     }
     stats_.bytesRead += job.bytesRead;
     stats_.stallSeconds += job.stallSeconds;
+    for (const sched::JobTask& t : job.tasks) stats_.splitTensors += t.split && t.recovered ? 1 : 0;
     if (layer == 0) stats_.steps += 1;
   }
 

@@ -44,7 +44,8 @@ class ResidentExperts : public ExpertProvider {
       if (r.expert < 0 || r.expert >= experts_)
         throw Error("resident experts: expert " + std::to_string(r.expert) + " out of range (0.." +
                     std::to_string(experts_ - 1) + ")");
-      ReadyExpert e{r.expert, {}};
+      ReadyExpert e;
+      e.expert = r.expert;
       for (int kind = 0; kind < static_cast<int>(shapes_.size()); ++kind)
         e.tensors.push_back(data_[index(layer, r.expert, kind)].data());
       ready.push_back(std::move(e));

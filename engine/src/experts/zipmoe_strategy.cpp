@@ -36,6 +36,8 @@ ZipMoeStrategy::ZipMoeStrategy(const Store& store, const ExpertSizes& sizes, con
     raw_ = std::make_unique<FullTensorSource>(store, options.checkpointDir, options.readMode);
   planInputs_.cost = costModel(profile, options.decompressWorkers, sizes.shards(), sizes.kinds(), options.coalesceReads,
                                raw_ != nullptr);
+  // Decoding computes from the planes: no hit or miss is recovered (the plans are for decoding).
+  if (options.fuseRecovery) planInputs_.cost.recover = 0;
   planInputs_.gridStep = options.gridStep;
   rawLayer_.assign(static_cast<size_t>(sizes.layers()), options.rawMisses == RawMisses::Always ? 1 : 0);
   rawInF_.assign(static_cast<size_t>(sizes.layers()) * static_cast<size_t>(sizes.experts()), 0);
@@ -161,6 +163,8 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
     const bool keepE = keepPool != cache::kNoPool && keepsExponents(static_cast<Pool>(keepPool));
     const bool keepSM = keepPool != cache::kNoPool && keepsSignMantissa(static_cast<Pool>(keepPool));
     const bool keepFull = keepPool == poolIndex(Pool::F);
+    // The model computes it from the planes, unless F keeps the recovered tensor anyway.
+    const bool split = options_.fuseRecovery && r.acceptsSplit && !keepFull;
     je.needsStaging = true;
     for (int kind = 0; kind < kinds; ++kind) {
       const ExpertTensorEntry& te = m.expert(layer, r.expert, kind);
@@ -177,6 +181,7 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
                                 : sched::TaskState::Miss;
       t.key = ChunkKey{layer, r.expert, kind, 0};
       t.entry = &te;
+      t.split = split;
       uint64_t off = 0;
       for (const ChunkRef& c : te.eChunks) {
         t.eOffsets.push_back(off);
@@ -240,8 +245,11 @@ double ZipMoeStrategy::order(sched::LayerJob& job) const {
         }))
       ready.push_back(e.expert);
   }
-  const sched::Costs costs{profile_.smRead, profile_.eRead, profile_.decompress, profile_.recover, sizes_.shards(),
-                           options_.decompressWorkers};
+  // Split tasks are not recovered: when no task is, the schedule prices no recovery.
+  const bool anyRecovery =
+      std::any_of(job.tasks.begin(), job.tasks.end(), [](const sched::JobTask& t) { return !t.split; });
+  const sched::Costs costs{profile_.smRead, profile_.eRead, profile_.decompress,
+                           anyRecovery ? profile_.recover : 0.0, sizes_.shards(), options_.decompressWorkers};
   const sched::Schedule schedule = options_.fifoSchedule ? sched::fifoSchedule(specs, costs, ready)
                                                          : sched::buildSchedule(specs, compute, costs, ready);
   const double predicted = specs.empty() && ready.empty() ? 0.0 : sched::simulate(specs, compute, costs, schedule).makespan;
@@ -288,6 +296,7 @@ double ZipMoeStrategy::order(sched::LayerJob& job) const {
   }
   convert(schedule.decompress, job.decompress);
   convert(schedule.recover, job.recover);
+  std::erase_if(job.recover, [&](const sched::ExecOp& op) { return job.tasks[static_cast<size_t>(op.task)].split; });
   std::vector<char> admitted(job.experts.size(), 0);
   for (int task : schedule.taskOrder) {
     const int idx = job.tasks[static_cast<size_t>(task)].expertIndex;

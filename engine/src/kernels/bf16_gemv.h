@@ -32,6 +32,14 @@ GemvLevel bestGemvLevel();  // the widest supported level (the fastest: see `zip
 void gemvBf16(GemvLevel level, const uint16_t* w, size_t cols, size_t rowBegin, size_t rowEnd, const uint16_t* x,
               size_t batch, float* y, size_t ldy);
 
+// The same product with W given as its lossless split (zipmoe/bf16_split.h): an exponent plane and a
+// sign-mantissa plane, one byte per weight each, row-major [rows × cols]. The words are merged in
+// registers as they are loaded — no recovered tensor is written — and the result is bit-identical
+// to gemvBf16 at the same level on the merged words (the same fp32 operations in the same order).
+// This is tensor recovery fused into decoding's compute: it reads the same 2 bytes per weight.
+void gemvSplitBf16(GemvLevel level, const uint8_t* exponents, const uint8_t* signMantissa, size_t cols,
+                   size_t rowBegin, size_t rowEnd, const uint16_t* x, size_t batch, float* y, size_t ldy);
+
 // BF16 ↔ fp32 as the hardware does it: widening is exact; narrowing rounds to nearest even (NaN stays NaN).
 inline float bf16ToFloat(uint16_t h) {
   const uint32_t bits = static_cast<uint32_t>(h) << 16;

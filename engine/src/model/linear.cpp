@@ -9,6 +9,7 @@
 #include <ATen/Parallel.h>
 
 #include "kernels/bf16_gemv.h"
+#include "kernels/compute_pool.h"
 #include "zipmoe/error.h"
 
 namespace zipmoe {
@@ -50,7 +51,11 @@ int availableCpus() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-void setComputeThreads(int requested) { at::set_num_threads(requested > 0 ? requested : availableCpus()); }
+void setComputeThreads(int requested) {
+  const int threads = requested > 0 ? requested : availableCpus();
+  at::set_num_threads(threads);
+  kernels::ComputePool::instance().setThreads(threads);
+}
 
 uint64_t takeWeightBytesRead() {
   const uint64_t bytes = weightBytesRead;
@@ -61,6 +66,38 @@ uint64_t takeWeightBytesRead() {
 MatmulScope::MatmulScope(MatmulKernel kernel) : previous_(currentKernel) { currentKernel = kernel; }
 MatmulScope::~MatmulScope() { currentKernel = previous_; }
 
+namespace {
+
+// y = x · Wᵀ on the GEMV kernels: `rowsOf(level, rowBegin, rowEnd, x, batch, y, ldy)` computes a range
+// of W's rows. The rows are cut into items of about 32 KiB of weights (a multiple of four rows, the
+// kernels' unit) that the compute pool's threads claim one by one (kernels/compute_pool.h): a thread
+// the runtime's workers have preempted delays the product by one item at most, not by its share. A
+// row's result does not depend on the item it falls in. The fp32 result is rounded to BF16 once, as
+// libtorch's BF16 linear rounds its fp32 result.
+template <class Rows>
+at::Tensor gemvProject(const at::Tensor& x, int64_t rows, int64_t cols, kernels::GemvLevel level,
+                       const std::optional<at::Tensor>& bias, const Rows& rowsOf) {
+  const int64_t batch = x.numel() / cols;
+  const at::Tensor xc = x.contiguous();
+  at::Tensor y = at::empty({batch, rows}, at::kFloat);
+  const auto* xs = reinterpret_cast<const uint16_t*>(xc.data_ptr<at::BFloat16>());
+  float* ys = y.data_ptr<float>();
+  const int64_t itemRows = std::max<int64_t>(4, (int64_t{32} << 10) / std::max<int64_t>(1, cols * 2) / 4 * 4);
+  const int64_t items = (rows + itemRows - 1) / itemRows;
+  kernels::ComputePool::instance().run(items, [&](int64_t item) {
+    rowsOf(level, static_cast<size_t>(item * itemRows), static_cast<size_t>(std::min((item + 1) * itemRows, rows)),
+           xs, static_cast<size_t>(batch), ys, static_cast<size_t>(rows));
+  });
+  if (bias) y.add_(bias->to(at::kFloat));
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = rows;
+  return y.to(at::kBFloat16).view(shape);
+}
+
+}  // namespace
+
+bool gemvProjects(int64_t rows) { return gemvLevel(currentKernel).has_value() && rows <= kMaxGemvRows; }
+
 at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
   weightBytesRead += static_cast<uint64_t>(weight.numel()) * static_cast<uint64_t>(weight.element_size());
   const std::optional<kernels::GemvLevel> level = gemvLevel(currentKernel);
@@ -68,27 +105,27 @@ at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const std::opt
                     weight.dim() == 2 && weight.is_contiguous() && x.dim() >= 1 && x.size(-1) == weight.size(1) &&
                     weight.size(1) > 0 && x.numel() / weight.size(1) <= kMaxGemvRows;
   if (!gemv) return bias ? at::linear(x, weight, *bias) : at::linear(x, weight);
-
-  const int64_t cols = weight.size(1), rows = weight.size(0), batch = x.numel() / cols;
-  const at::Tensor xc = x.contiguous();
-  at::Tensor y = at::empty({batch, rows}, at::kFloat);
+  const int64_t cols = weight.size(1);
   const auto* w = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
-  const auto* xs = reinterpret_cast<const uint16_t*>(xc.data_ptr<at::BFloat16>());
-  float* ys = y.data_ptr<float>();
-  // Blocks of four rows (the kernels' unit); a thread's share is at least 64 KiB of weights, so that
-  // small matrices do not pay for waking the pool.
-  const int64_t blocks = (rows + 3) / 4;
-  const int64_t grain = std::max<int64_t>(1, (int64_t{64} << 10) / std::max<int64_t>(1, 4 * cols * 2));
-  const kernels::GemvLevel l = *level;
-  at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
-    kernels::gemvBf16(l, w, static_cast<size_t>(cols), static_cast<size_t>(begin * 4),
-                      static_cast<size_t>(std::min(end * 4, rows)), xs, static_cast<size_t>(batch), ys,
-                      static_cast<size_t>(rows));
-  });
-  if (bias) y.add_(bias->to(at::kFloat));
-  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
-  shape.back() = rows;
-  return y.to(at::kBFloat16).view(shape);
+  return gemvProject(x, weight.size(0), cols, *level, bias,
+                     [&](kernels::GemvLevel l, size_t r0, size_t r1, const uint16_t* xs, size_t batch, float* ys,
+                         size_t ldy) { kernels::gemvBf16(l, w, static_cast<size_t>(cols), r0, r1, xs, batch, ys, ldy); });
+}
+
+at::Tensor projectSplit(const at::Tensor& x, const uint8_t* exponents, const uint8_t* signMantissa, int64_t outRows,
+                        int64_t cols) {
+  const std::optional<kernels::GemvLevel> level = gemvLevel(currentKernel);
+  if (!level || x.scalar_type() != at::kBFloat16 || x.dim() < 1 || x.size(-1) != cols || cols <= 0 ||
+      x.numel() / cols > kMaxGemvRows)
+    throw Error("projectSplit: needs BF16 input with " + std::to_string(cols) + " columns, at most " +
+                std::to_string(kMaxGemvRows) + " rows, on a GEMV kernel");
+  weightBytesRead += static_cast<uint64_t>(outRows) * static_cast<uint64_t>(cols) * 2;
+  return gemvProject(x, outRows, cols, *level, std::nullopt,
+                     [&](kernels::GemvLevel l, size_t r0, size_t r1, const uint16_t* xs, size_t batch, float* ys,
+                         size_t ldy) {
+                       kernels::gemvSplitBf16(l, exponents, signMantissa, static_cast<size_t>(cols), r0, r1, xs,
+                                              batch, ys, ldy);
+                     });
 }
 
 }  // namespace zipmoe

@@ -3,7 +3,7 @@
 //
 // With BF16 activations and weights and at most kMaxGemvRows rows of x (decoding, a few sequences),
 // the product runs on the project's own GEMV kernels (kernels/bf16_gemv.h): the weights are streamed
-// once, split by rows between libtorch's intra-op threads, accumulated in fp32, the bias added in
+// once, split by rows between the compute pool's threads (kernels/compute_pool.h), accumulated in fp32, the bias added in
 // fp32 and the result rounded to BF16 once — as libtorch's BF16 linear rounds its fp32 result.
 // Otherwise (prefill, fp32 compute, odd layouts) it is at::linear. Which kernel a thread uses is
 // set for the duration of a forward by a MatmulScope (MoeModel sets it from ModelOptions::matmul).
@@ -22,9 +22,18 @@ constexpr int64_t kMaxGemvRows = 8;
 
 at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias = {});
 
+// Whether project() runs `rows` rows of BF16 x on the project's GEMV on this thread now (and so
+// whether projectSplit can: the same kernel, the same threads).
+bool gemvProjects(int64_t rows);
+// project(x, W) for W [outRows × cols] given as its lossless split (exponent and sign-mantissa planes,
+// row-major): recovery fused into the product, bit-identical to project() on the merged tensor.
+// REQUIRES: gemvProjects(rows of x), x BF16 with cols columns.
+at::Tensor projectSplit(const at::Tensor& x, const uint8_t* exponents, const uint8_t* signMantissa, int64_t outRows,
+                        int64_t cols);
+
 // The CPUs this process may run on (sched_getaffinity), at least 1: the default intra-op thread count.
 int availableCpus();
-// Sets libtorch's intra-op threads: `requested` when > 0, else availableCpus().
+// Sets libtorch's intra-op threads and the GEMV's compute pool: `requested` when > 0, else availableCpus().
 void setComputeThreads(int requested);
 
 // The weight bytes project() has read on this thread since the last call (and resets the count).

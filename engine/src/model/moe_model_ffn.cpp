@@ -8,6 +8,7 @@
 #include "model/linear.h"
 #include "model/moe_model_ops.h"
 #include "model/weights.h"
+#include "zipmoe/bf16_split.h"
 #include "zipmoe/error.h"
 
 namespace zipmoe {
@@ -58,8 +59,10 @@ class MoeBlock : public FeedForward {
     for (int64_t s = 0; s < n * k; ++s) slots[static_cast<size_t>(chosen[s])].push_back(s);
     std::vector<ExpertRequest> requests;
     for (int e = 0; e < c_.numExperts; ++e)
-      if (!slots[static_cast<size_t>(e)].empty())
-        requests.push_back({e, static_cast<int>(slots[static_cast<size_t>(e)].size())});
+      if (!slots[static_cast<size_t>(e)].empty()) {
+        const int tokens = static_cast<int>(slots[static_cast<size_t>(e)].size());
+        requests.push_back({e, tokens, dtype_ == at::kBFloat16 && gemvProjects(tokens)});
+      }
 
     const at::Tensor flatWeights = routing.weights.reshape({-1});
     at::Tensor contributions = at::empty({n * k, hidden}, x.options());
@@ -72,17 +75,18 @@ class MoeBlock : public FeedForward {
       if (e < 0 || e >= c_.numExperts || slots[static_cast<size_t>(e)].empty() || done[static_cast<size_t>(e)])
         throw Error("MoE layer " + std::to_string(moeLayer_) + ": the expert provider returned expert " +
                     std::to_string(e) + ", which was not requested or was already returned");
-      if (ready->tensors.size() != 3)
+      if (ready->tensors.size() != 3 || !validSplit(*ready))
         throw Error("MoE layer " + std::to_string(moeLayer_) + ": expert " + std::to_string(e) + " came with " +
-                    std::to_string(ready->tensors.size()) + " tensors, expected 3");
+                    std::to_string(ready->tensors.size()) + " tensors (or a null one without its planes), expected 3");
       done[static_cast<size_t>(e)] = true;
       ++received;
       auto& list = slots[static_cast<size_t>(e)];
       const at::Tensor slotIndex = at::from_blob(list.data(), {static_cast<int64_t>(list.size())}, at::kLong);
       const at::Tensor rows = x.index_select(0, at::floor_divide(slotIndex, k));
-      const at::Tensor out = gatedMlp(rows, wrap(ready->tensors[0], c_.moeIntermediateSize, hidden),
-                                      wrap(ready->tensors[1], c_.moeIntermediateSize, hidden),
-                                      wrap(ready->tensors[2], hidden, c_.moeIntermediateSize));
+      const ExpertTensor gate = tensorOf(*ready, 0, c_.moeIntermediateSize, hidden);
+      const ExpertTensor up = tensorOf(*ready, 1, c_.moeIntermediateSize, hidden);
+      const ExpertTensor down = tensorOf(*ready, 2, hidden, c_.moeIntermediateSize);
+      const at::Tensor out = apply(at::silu(apply(rows, gate)) * apply(rows, up), down);
       const at::Tensor weighted = (out * flatWeights.index_select(0, slotIndex).unsqueeze(1)).to(dtype_);
       contributions.index_copy_(0, slotIndex, weighted);
     }
@@ -119,6 +123,47 @@ class MoeBlock : public FeedForward {
                       std::to_string(c_.numExperts - 1) + ", ascending");
       }
     return router_.weigh(x, chosen);
+  }
+
+  // One expert tensor as the provider handed it: BF16 words, or the split planes (recovery fused
+  // into the product — the same result as the merged words, see projectSplit).
+  struct ExpertTensor {
+    at::Tensor words;
+    const uint8_t* exponents = nullptr;
+    const uint8_t* signMantissa = nullptr;
+    int64_t rows = 0, cols = 0;
+  };
+
+  static bool validSplit(const ReadyExpert& r) {
+    for (size_t kind = 0; kind < r.tensors.size(); ++kind)
+      if (r.tensors[kind] == nullptr &&
+          (kind >= r.exponents.size() || kind >= r.signMantissa.size() || !r.exponents[kind] || !r.signMantissa[kind]))
+        return false;
+    return true;
+  }
+
+  ExpertTensor tensorOf(const ReadyExpert& r, size_t kind, int64_t rows, int64_t cols) const {
+    ExpertTensor t;
+    t.rows = rows;
+    t.cols = cols;
+    if (r.tensors[kind] != nullptr) {
+      t.words = wrap(r.tensors[kind], rows, cols);
+    } else {
+      t.exponents = r.exponents[kind];
+      t.signMantissa = r.signMantissa[kind];
+    }
+    return t;
+  }
+
+  // project(x, W) for either form; planes the GEMV cannot take here are merged first (same result).
+  at::Tensor apply(const at::Tensor& x, const ExpertTensor& w) const {
+    if (!w.exponents) return project(x, w.words);
+    if (dtype_ == at::kBFloat16 && x.scalar_type() == at::kBFloat16 && gemvProjects(x.numel() / w.cols))
+      return projectSplit(x, w.exponents, w.signMantissa, w.rows, w.cols);
+    at::Tensor merged = at::empty({w.rows, w.cols}, at::kBFloat16);
+    bf16::merge(w.exponents, w.signMantissa, static_cast<size_t>(w.rows * w.cols),
+                reinterpret_cast<uint16_t*>(merged.data_ptr<at::BFloat16>()));
+    return project(x, dtype_ == at::kBFloat16 ? merged : merged.to(dtype_));
   }
 
   at::Tensor wrap(const uint16_t* data, int64_t rows, int64_t cols) const {

@@ -79,7 +79,7 @@ class LayerBatch : public ExpertBatch {
     ++job.returnedCount;
     job.current = chosen;
     job.currentSince = now;
-    return ReadyExpert{e.expert, e.tensors};
+    return ReadyExpert{e.expert, e.tensors, e.exponents, e.signMantissa};
   }
 
  private:
@@ -104,6 +104,12 @@ class LayerBatch : public ExpertBatch {
     if (e.outputSlot >= 0) {
       ex_.outputFree_[static_cast<size_t>(e.outputSlot)] = 1;
       e.outputSlot = -1;
+      ex_.work_.notify_all();
+    }
+    if (e.stagingSlot >= 0) {  // split tensors: their planes were read from the staging slot
+      ex_.stagingFree_[static_cast<size_t>(e.stagingSlot)] = 1;
+      e.stagingSlot = -1;
+      if (ex_.job_ == job_) ex_.admit();
       ex_.work_.notify_all();
     }
     job.current = -1;
@@ -148,6 +154,8 @@ std::unique_ptr<ExpertBatch> Executor::run(std::shared_ptr<LayerJob> job, std::f
       e.ready = false;
       e.returned = false;
       e.stagingSlot = e.outputSlot = -1;
+      e.exponents.clear();
+      e.signMantissa.clear();
     }
     for (auto& t : job->tasks) {
       ++job->experts[static_cast<size_t>(t.expertIndex)].tasksLeft;
@@ -284,12 +292,19 @@ void Executor::loop(Role role, int index) {
           if (op->shard == kAllShards) std::fill(t.eRead.begin(), t.eRead.end(), uint8_t{1});
           else t.eRead[static_cast<size_t>(op->shard)] = 1;
           break;
-        case ExecKind::ReadSM: t.smRead = true; break;
+        case ExecKind::ReadSM:
+          t.smRead = true;
+          finishIfSplit(t);
+          break;
         case ExecKind::ReadTensor:
           std::fill(t.eRead.begin(), t.eRead.end(), uint8_t{1});
           t.smRead = true;
+          finishIfSplit(t);
           break;
-        case ExecKind::Decompress: --t.decompressLeft; break;
+        case ExecKind::Decompress:
+          --t.decompressLeft;
+          finishIfSplit(t);
+          break;
         case ExecKind::ReadFull:
         case ExecKind::Recover: finishTask(t); break;
       }
@@ -386,14 +401,32 @@ void Executor::executePrefetch(PrefetchRead read, bool outsideJob) {
   if (outsideJob) prefetchCounters_.secondsOutsideJobs += seconds(b - a);
 }
 
+void Executor::finishIfSplit(JobTask& t) {
+  if (t.split && !t.recovered && t.decompressLeft == 0 && (t.smResident || t.smRead)) finishTask(t);
+}
+
 void Executor::finishTask(JobTask& t) {
   LayerJob& job = *job_;
   JobExpert& e = job.experts[static_cast<size_t>(t.expertIndex)];
   t.recovered = true;
-  e.tensors[static_cast<size_t>(t.kind)] = t.result;
+  bool holdsStaging = false;
+  if (t.split) {
+    const auto kind = static_cast<size_t>(t.kind);
+    if (e.exponents.size() < e.tensors.size()) {
+      e.exponents.resize(e.tensors.size(), nullptr);
+      e.signMantissa.resize(e.tensors.size(), nullptr);
+    }
+    e.exponents[kind] = t.plane;
+    e.signMantissa[kind] = t.smBuf;
+    e.tensors[kind] = nullptr;
+  } else {
+    e.tensors[static_cast<size_t>(t.kind)] = t.result;
+  }
+  for (const JobTask& other : job.tasks)
+    if (other.expertIndex == t.expertIndex && other.split) holdsStaging = true;
   if (--e.tasksLeft == 0) {
     e.ready = true;
-    if (e.stagingSlot >= 0) {
+    if (e.stagingSlot >= 0 && !holdsStaging) {
       stagingFree_[static_cast<size_t>(e.stagingSlot)] = 1;
       e.stagingSlot = -1;
       admit();

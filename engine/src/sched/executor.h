@@ -4,7 +4,9 @@
 // from a LayerBatch as soon as each one's tensors are ready.
 //
 // Memory is bounded: an expert whose chunks must be staged is admitted (in priority order) only when
-// one of the fixed staging slots is free, and holds it until its tensors are recovered; a recovered
+// one of the fixed staging slots is free, and holds it until its tensors are recovered (or, when
+// they are handed to the model split — JobTask::split, recovery fused into the model's compute —
+// until the model has computed it); a recovered
 // expert that the cache does not keep occupies one of the fixed output slots until the model moves
 // on to the next expert. Parts that the cache will keep are written into buffers the job owns (they
 // are allocated by the thread that first writes them) and handed to the cache when the batch ends.
@@ -47,6 +49,9 @@ struct JobTask {
   int kind = 0;
   TaskState state = TaskState::Miss;
   bool fullRead = false;  // baseline: one ReadFull, no decompression or recovery
+  bool split = false;     // handed to the model as its planes (plane + smBuf), no recovery: done when
+                          // decompressed and its SM-chunk is in; the expert keeps its staging slot
+                          // until the model has computed it
   bool wholeRead = false; // one ReadTensor (E-chunks + SM-chunk) into the staging slot
   ChunkKey key;           // layer, expert, kind (shard unused)
   const ExpertTensorEntry* entry = nullptr;
@@ -89,7 +94,8 @@ struct JobExpert {
   int stagingSlot = -1, outputSlot = -1;
   int tasksLeft = 0;
   bool ready = false, returned = false;
-  std::vector<const uint16_t*> tensors;  // BF16 per kind once ready
+  std::vector<const uint16_t*> tensors;  // BF16 per kind once ready (null for a split task's kind)
+  std::vector<const uint8_t*> exponents, signMantissa;  // per kind, a split task's planes once ready
   double computeSeconds = 0;
 };
 
@@ -194,6 +200,7 @@ class Executor {
   void admit();
   void execute(LayerJob& job, int index, ExecOp& op);
   void finishTask(JobTask& task);
+  void finishIfSplit(JobTask& task);  // a split task is done once decompressed with its SM-chunk in
   void traceOp(TraceOp op, int lane, int token, const JobTask& t, int shard, uint64_t bytes, Clock::time_point a,
                Clock::time_point b);
   int64_t ns(Clock::time_point t) const;

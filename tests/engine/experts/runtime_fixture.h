@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "zipmoe/bf16_split.h"
 #include "zipmoe/converter.h"
 #include "zipmoe/cost_profile.h"
 #include "zipmoe/expert_runtime.h"
@@ -55,8 +56,8 @@ inline void makeFixture(Fixture& f, const std::filesystem::path& root, CodecSpec
 }
 
 // A skewed request stream: each step picks k distinct experts per layer, popular ones more often.
-inline Stream requestStream(int steps, int layers, int experts, int k,
-                                                                   uint64_t seed) {
+// With `acceptsSplit`, every request lets the runtime hand its tensors split (decoding's form).
+inline Stream requestStream(int steps, int layers, int experts, int k, uint64_t seed, bool acceptsSplit = false) {
   std::mt19937_64 rng(seed);
   std::vector<double> weights;
   for (int e = 0; e < experts; ++e) weights.push_back(1.0 / (1.0 + e));
@@ -71,7 +72,7 @@ inline Stream requestStream(int steps, int layers, int experts, int k,
         std::discrete_distribution<int> pick(w.begin(), w.end());
         const int e = pick(rng);
         w[static_cast<size_t>(e)] = 0;
-        reqs.push_back({e, 1 + static_cast<int>(rng() % 3)});
+        reqs.push_back({e, 1 + static_cast<int>(rng() % 3), acceptsSplit});
       }
       std::sort(reqs.begin(), reqs.end(), [](auto& a, auto& b) { return a.expert < b.expert; });
       step.push_back(reqs);
@@ -100,7 +101,21 @@ inline int runStream(Fixture& f, ExpertRuntime& rt, const Stream& stream, std::f
           const auto& ref = f.reference[(static_cast<size_t>(l) * static_cast<size_t>(m.numExperts) +
                                          static_cast<size_t>(ready->expert)) * static_cast<size_t>(m.numKinds()) +
                                         static_cast<size_t>(k)];
-          if (std::memcmp(ref.data(), ready->tensors[static_cast<size_t>(k)], ref.size() * 2) != 0)
+          const uint16_t* words = ready->tensors[static_cast<size_t>(k)];
+          std::vector<uint16_t> merged;
+          if (!words) {  // split: only where the request accepted it, and then both planes
+            const bool accepted = std::any_of(reqs.begin(), reqs.end(), [&](const ExpertRequest& r) {
+              return r.expert == ready->expert && r.acceptsSplit;
+            });
+            if (!accepted || ready->exponents.size() <= static_cast<size_t>(k) ||
+                !ready->exponents[static_cast<size_t>(k)] || !ready->signMantissa[static_cast<size_t>(k)])
+              qFatal("layer %d expert %d tensor %d: no BF16 words and no split planes it may have", l, ready->expert, k);
+            merged.resize(ref.size());
+            bf16::merge(ready->exponents[static_cast<size_t>(k)], ready->signMantissa[static_cast<size_t>(k)],
+                        ref.size(), merged.data());
+            words = merged.data();
+          }
+          if (std::memcmp(ref.data(), words, ref.size() * 2) != 0)
             qFatal("layer %d expert %d tensor %d differs from the store", l, ready->expert, k);
         }
         ++seen;

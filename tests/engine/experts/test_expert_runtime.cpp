@@ -87,6 +87,38 @@ class TestExpertRuntime : public QObject {
     }
   }
 
+  // Recovery fused into the model's compute: requests that accept split tensors get the planes of
+  // every tensor that is not kept whole in F (hits in C, S, E and misses; a miss that F keeps — all
+  // of them with a whole-model budget — is recovered into F), bit-identical to the
+  // store's once merged, within the budget after every layer (runStream checks both); without
+  // fusion, or for requests that do not accept it, every tensor comes recovered.
+  void splitTensorsWhenTheRequestAcceptsThem() {
+    const Manifest& m = huffman_.opened->manifest();
+    for (bool fuse : {true, false}) {
+      for (unsigned pools : {0xFu, 0x2u, 0x4u, 0x8u, 0x1u}) {
+        for (double fraction : {0.0, 0.25, 1.0}) {
+          for (bool accepts : {true, false}) {
+            RuntimeOptions o;
+            o.pools = pools;
+            o.fuseRecovery = fuse;
+            o.decompressWorkers = 2;
+            o.replanEverySteps = 8;
+            o.budget = MemoryBudget::poolsForShare(fraction);
+            auto rt = open(huffman_, o);
+            runStream(huffman_, *rt, requestStream(12, m.numLayers(), m.numExperts, 2, 5, accepts));
+            const RuntimeStats st = rt->stats();
+            const uint64_t decoded = st.hits[1] + st.hits[2] + st.hits[3] + st.misses;  // C, S, E, misses
+            if (!fuse || !accepts) QCOMPARE(st.splitTensors, uint64_t{0});
+            else if (pools != 0x1u && fraction < 1.0) QVERIFY2(st.splitTensors > 0, "no tensor was handed split");
+            if (fuse && accepts && fraction == 0.0)  // nothing is kept: every tensor comes split
+              QCOMPARE(st.splitTensors, decoded * static_cast<uint64_t>(m.numKinds()));
+            QVERIFY(st.splitTensors <= decoded * static_cast<uint64_t>(m.numKinds()));
+          }
+        }
+      }
+    }
+  }
+
   void everyCodecAndShardCount() {
     int index = 0;
     for (const char* codec : {"zstd", "lz4", "raw"}) {

@@ -123,6 +123,11 @@ class TestGenerationBitExact : public QObject {
       o.eviction = policy;
       cases.push_back({"zipmoe-eviction", 0.25, o});
     }
+    for (double f : {0.0, 0.35}) {  // every tensor recovered before the model computes it
+      RuntimeOptions o;
+      o.fuseRecovery = false;
+      cases.push_back({"zipmoe-unfused", f, o});
+    }
     // Raw misses (whole BF16 tensors from the checkpoint), always and as planned.
     for (double f : {0.0, 0.1, 0.35, 1.0})
       for (auto raw : {RawMisses::Always, RawMisses::Planned}) {
@@ -157,6 +162,8 @@ class TestGenerationBitExact : public QObject {
         o.checkpointDir = m.hf;
         cases.push_back({"full-tensor", f, o});
       }
+    uint64_t split = 0;  // tensors the model computed from split planes (recovery fused)
+    bool bf16 = false;
     for (const Case& c : cases) {
       RuntimeOptions o = c.options;
       o.budget = MemoryBudget::poolsForShare(c.fraction);
@@ -174,6 +181,9 @@ class TestGenerationBitExact : public QObject {
       const RuntimeStats st = rt->stats();
       QVERIFY(st.heldBytes <= st.budgetBytes);
       QVERIFY(st.activations > 0);
+      if (!o.fuseRecovery) QCOMPARE(st.splitTensors, uint64_t{0});
+      split += st.splitTensors;
+      bf16 = model->computeDtype() == ComputeDtype::BFloat16;
       if (c.prefetch.predictor != PrefetchPredictor::Off) {
         QVERIFY(st.prefetchHintedExperts > 0);
         const PrefetchAccuracy a = model->prefetchAccuracy();
@@ -181,6 +191,8 @@ class TestGenerationBitExact : public QObject {
         QVERIFY(a.recall() >= 0 && a.recall() <= 1);
       }
     }
+    // Decoding in BF16 computes from the planes: the fused path was taken (and matched above).
+    if (bf16) QVERIFY2(split > 0, "no tensor was computed from its split planes");
   }
 
  private Q_SLOTS:
