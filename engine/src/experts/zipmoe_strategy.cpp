@@ -78,17 +78,24 @@ void ZipMoeStrategy::applyPlan(cache::ExpertCache& cache, const Plan& plan, uint
     const auto& lp = plan.layers[static_cast<size_t>(l)];
     rawLayer_[static_cast<size_t>(l)] = raw_ && lp.rawMisses ? 1 : 0;
     // Byte capacity: the planned experts at their measured average size, never more than the
-    // layer's share of the budget in total.
+    // layer's share of the budget in total. What that leaves of the share (less than an expert per
+    // pool: capacities are whole experts) goes to the pool with the largest planned share, so that
+    // an expert larger than the average still fits where the plan counted it.
+    std::array<uint64_t, kNumPools> bytes{};
     uint64_t assigned = 0;
+    int largest = -1;
     for (Pool p : kPools) {
       const auto i = static_cast<size_t>(poolIndex(p));
-      uint64_t bytes = 0;
-      if (hasPool(plan.pools, p)) {
-        bytes = static_cast<uint64_t>(std::ceil(lp.capacity[i] * sizes_.bytesPerExpert()[i]));
-        bytes = std::min(bytes, layerBytes - assigned);
-      }
-      assigned += bytes;
-      cache.setCapacity(l, poolIndex(p), bytes, hasPool(plan.pools, p) ? lp.capacity[i] : 0);
+      if (!hasPool(plan.pools, p) || lp.capacity[i] <= 0) continue;
+      bytes[i] = std::min(static_cast<uint64_t>(std::ceil(lp.capacity[i] * sizes_.bytesPerExpert()[i])),
+                          layerBytes - assigned);
+      assigned += bytes[i];
+      if (largest < 0 || lp.ratio[i] > lp.ratio[static_cast<size_t>(largest)]) largest = static_cast<int>(i);
+    }
+    if (largest >= 0) bytes[static_cast<size_t>(largest)] += layerBytes - assigned;
+    for (Pool p : kPools) {
+      const auto i = static_cast<size_t>(poolIndex(p));
+      cache.setCapacity(l, poolIndex(p), bytes[i], hasPool(plan.pools, p) ? lp.capacity[i] : 0);
     }
   }
 }
@@ -132,22 +139,37 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
       ++counts.misses;
     }
 
-    // Where should it live? Promote when its rank maps to a better pool than where it is.
+    // Where should it live? Promote when its rank maps to a better pool than where it is. When the
+    // pool its rank maps to cannot make room (its members are all used at least as often), the next
+    // enabled pool below that has room keeps it instead of nothing: free capacity is never left
+    // unused while an expert is dropped after use.
     const int target = cache.dispatch(layer, cache.rank(layer, r.expert), request.activePools, options_.tolerance);
-    // A raw read serves a miss kept nowhere or in F (those in C, S, E need the split parts).
-    const bool rawRead = rawLayer && !resident && (target == cache::kNoPool || target == poolIndex(Pool::F));
     int keepPool = cache::kNoPool;
+    bool rawRead = false;  // a raw read serves a miss kept nowhere or in F (C, S, E need the split parts)
     if (target != cache::kNoPool && (!resident || target < entry.pool)) {
-      uint64_t need = 0;
-      for (int kind = 0; kind < kinds; ++kind)
-        need += rawRead ? raw_->tensor(layer, r.expert, kind).range.length
-                        : sizes_.partBytes(static_cast<Pool>(target), layer, r.expert, kind);
-      if (cache.makeRoom(layer, target, reserved[static_cast<size_t>(target)] + need, cache.count(layer, r.expert),
-                         &recycled)) {
-        reserved[static_cast<size_t>(target)] += need;
-        keepPool = target;
+      for (int pool = target; pool < kNumPools && (!resident || pool < entry.pool); ++pool) {
+        if (!(request.activePools & (1u << pool))) continue;
+        const bool raw = rawLayer && !resident && pool == poolIndex(Pool::F);
+        uint64_t need = 0;
+        for (int kind = 0; kind < kinds; ++kind)
+          need += raw ? raw_->tensor(layer, r.expert, kind).range.length
+                      : sizes_.partBytes(static_cast<Pool>(pool), layer, r.expert, kind);
+        // A resident expert moves up only into free room: evicting for it would drop the victim
+        // (an F member has no C parts to fall back to), and that victim's next use would read it
+        // again — the F↔C churn that left the budget half used at 75 % (docs/RUNTIME.md).
+        const bool fits = resident ? cache.usedBytes(layer, pool) + reserved[static_cast<size_t>(pool)] + need <=
+                                         cache.capacityBytes(layer, pool)
+                                   : cache.makeRoom(layer, pool, reserved[static_cast<size_t>(pool)] + need,
+                                                    cache.count(layer, r.expert), &recycled);
+        if (fits) {
+          reserved[static_cast<size_t>(pool)] += need;
+          keepPool = pool;
+          rawRead = raw;
+          break;
+        }
       }
     }
+    if (keepPool == cache::kNoPool) rawRead = rawLayer && !resident;
     Keep& kp = kept.emplace_back();
     kp.expert = r.expert;
     kp.pool = keepPool;

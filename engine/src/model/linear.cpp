@@ -57,6 +57,15 @@ void setComputeThreads(int requested) {
   kernels::ComputePool::instance().setThreads(threads);
 }
 
+IntraOpThreadsScope::IntraOpThreadsScope(int64_t rows) : previous_(at::get_num_threads()) {
+  const int wanted = rows <= kMaxGemvRows ? 1 : kernels::ComputePool::instance().threads();
+  if (wanted != previous_) at::set_num_threads(wanted);
+}
+
+IntraOpThreadsScope::~IntraOpThreadsScope() {
+  if (at::get_num_threads() != previous_) at::set_num_threads(previous_);
+}
+
 uint64_t takeWeightBytesRead() {
   const uint64_t bytes = weightBytesRead;
   weightBytesRead = 0;

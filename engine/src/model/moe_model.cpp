@@ -132,6 +132,7 @@ class MoeModelImpl : public MoeModel {
       }
     }
     const auto n = static_cast<int64_t>(ids.size());
+    const IntraOpThreadsScope intraOp(n);
     const at::Tensor idTensor = at::from_blob(ids.data(), {n}, at::kLong);
     const at::Tensor positionTensor = at::from_blob(positions.data(), {n}, at::kLong);
 

@@ -119,6 +119,34 @@ class TestExpertRuntime : public QObject {
     }
   }
 
+  // With room for every expert in its pools, an expert is read once: its first use. Nothing is
+  // dropped after use while capacity is free (the pool its rank maps to may be full: the next one
+  // keeps it), and a resident expert never evicts another to move up (that victim would be read
+  // again). Whatever split the planner chooses, at every replan.
+  void withRoomForAllAnExpertIsReadOnce() {
+    const Manifest& m = huffman_.opened->manifest();
+    const auto stream = requestStream(40, m.numLayers(), m.numExperts, 2, 23, true);
+    std::set<std::pair<int, int>> distinct;
+    for (const auto& step : stream)
+      for (int l = 0; l < m.numLayers(); ++l)
+        for (const ExpertRequest& r : step[static_cast<size_t>(l)]) distinct.insert({l, r.expert});
+    for (unsigned pools : {0xFu, 0x3u, 0x1u, 0x2u}) {
+      RuntimeOptions o;
+      o.pools = pools;
+      o.decompressWorkers = 2;
+      o.replanEverySteps = 4;
+      // Room for every expert in any pool: this tiny model's C and S parts are larger than its BF16
+      // tensors (each chunk is padded to 4 KiB), so eight times the BF16 bytes.
+      o.budget = MemoryBudget::poolsForShare(1.0);
+      o.budget = MemoryBudget::bytes(open(huffman_, o)->stats().budgetBytes * 8);
+      auto rt = open(huffman_, o);
+      runStream(huffman_, *rt, stream);
+      const RuntimeStats st = rt->stats();
+      QVERIFY2(st.misses == distinct.size(),
+               qPrintable(QString("pools %1: %2 misses for %3 distinct experts").arg(pools).arg(st.misses).arg(distinct.size())));
+    }
+  }
+
   void everyCodecAndShardCount() {
     int index = 0;
     for (const char* codec : {"zstd", "lz4", "raw"}) {
