@@ -341,6 +341,7 @@ class Runtime final : public ExpertRuntime {
     {
       std::lock_guard lock(statsMutex_);
       stats_.lastReplanSeconds = plan.seconds;
+      stats_.layersPlannedFromHistory = plan.historyLayers;
       ++stats_.replans;
     }
     plan_ = std::move(plan);
@@ -349,8 +350,11 @@ class Runtime final : public ExpertRuntime {
   // Growing history is worth a new plan now and then. REQUIRES: cacheMutex_ held.
   void maybeScheduleReplan() {
     if (options_.replanEverySteps <= 0 || options_.mode == OffloadMode::FullTensor || !options_.planning) return;
+    // Layer 0 counts a step before the other layers do: at kMinHistorySteps + 1 steps of layer 0,
+    // every layer has kMinHistorySteps and plans from its own history instead of the prior.
     const uint64_t steps = cache_->steps(0);
-    if (steps == experts::kMinHistorySteps || (steps > 0 && steps % static_cast<uint64_t>(options_.replanEverySteps) == 0))
+    if (steps == experts::kMinHistorySteps + 1 ||
+        (steps > 0 && steps % static_cast<uint64_t>(options_.replanEverySteps) == 0))
       replanner_->request(std::nullopt, std::nullopt);
   }
 

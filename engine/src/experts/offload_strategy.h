@@ -33,6 +33,7 @@ struct Plan {
   uint64_t budget = 0;
   PoolMask pools = kAllPools;
   double seconds = 0;  // time to compute it
+  int historyLayers = 0;  // layers planned from their own history (the rest from the prior)
 };
 
 // Parts of one requested expert that the cache keeps when its layer's batch ends.

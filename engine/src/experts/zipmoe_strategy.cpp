@@ -68,6 +68,8 @@ Plan ZipMoeStrategy::plan(uint64_t poolBytes, PoolMask pools, const ActivationCo
     if (!raw_) lp.rawMisses = false;
     else if (options_.rawMisses == RawMisses::Always) lp.rawMisses = true;
   }
+  for (int l = 0; l < sizes_.layers() && options_.planning; ++l)
+    p.historyLayers += counts.steps[static_cast<size_t>(l)] >= kMinHistorySteps ? 1 : 0;
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return p;
 }

@@ -147,6 +147,24 @@ class TestExpertRuntime : public QObject {
     }
   }
 
+  // The plan switches from the prior to each layer's own history once every layer has 16 steps of
+  // it: the replan comes when layer 0 starts its 17th step, when the others have their 16th.
+  void theFirstHistoryReplanCoversEveryLayer() {
+    const Manifest& m = huffman_.opened->manifest();
+    RuntimeOptions o;
+    o.decompressWorkers = 2;
+    o.replanEverySteps = 1000;  // only the history replan
+    o.budget = MemoryBudget::poolsForShare(0.3);
+    auto rt = open(huffman_, o);
+    QCOMPARE(rt->stats().layersPlannedFromHistory, 0);
+    const auto stream = requestStream(17, m.numLayers(), m.numExperts, 2, 29);
+    zipmoe::testing::Stream sixteen(stream.begin(), stream.begin() + 16);
+    runStream(huffman_, *rt, sixteen);
+    { auto batch = rt->acquire(0, stream[16][0]); while (batch->next()) {} }
+    while (rt->stats().replans < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the planner thread
+    QCOMPARE(rt->stats().layersPlannedFromHistory, m.numLayers());
+  }
+
   void everyCodecAndShardCount() {
     int index = 0;
     for (const char* codec : {"zstd", "lz4", "raw"}) {
