@@ -285,6 +285,37 @@ std::string BenchWorkload::describe() const {
   return buf;
 }
 
+namespace {
+
+// The activation counts of settings.historyPrompts trace prompts after the highest measured one, per
+// MoE layer as TraceRouting maps layers (activeLayers()[l mod their count]); each prompt counts its
+// tokens as steps.
+ActivationCounts traceHistory(const ActivationTrace& trace, const RunSettings& settings, int layers, int experts) {
+  const int first = *std::max_element(settings.prompts.begin(), settings.prompts.end()) + 1;
+  if (first + settings.historyPrompts > trace.numPrompts())
+    throw Error("--history " + std::to_string(settings.historyPrompts) + ": the trace has " +
+                std::to_string(trace.numPrompts()) + " prompts, and the history starts after the measured prompt " +
+                std::to_string(first - 1));
+  if (trace.numExperts() != experts)
+    throw Error("--history: the trace has " + std::to_string(trace.numExperts()) + " experts per layer, the model " +
+                std::to_string(experts));
+  ActivationCounts h;
+  h.layers = layers;
+  h.experts = experts;
+  h.counts.assign(static_cast<size_t>(layers) * static_cast<size_t>(experts), 0);
+  h.steps.assign(static_cast<size_t>(layers), 0);
+  const std::vector<int>& active = trace.activeLayers();
+  for (int p = first; p < first + settings.historyPrompts; ++p)
+    for (int l = 0; l < layers; ++l) {
+      const auto row = trace.counts(p, active[static_cast<size_t>(l) % active.size()]);
+      for (int e = 0; e < experts; ++e) h.counts[static_cast<size_t>(l * experts + e)] += row[static_cast<size_t>(e)];
+      h.steps[static_cast<size_t>(l)] += static_cast<uint64_t>(trace.tokens(p));
+    }
+  return h;
+}
+
+}  // namespace
+
 RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, const RunSettings& settings) {
   Impl& d = *impl_;
   RunResult result;
@@ -308,6 +339,8 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
   // Every runtime starts from the operation costs the earlier runs of this workload observed (the
   // warm-up pass's first): as a user's would, after a first chat on the machine.
   if (observed_.any()) o.observed = observed_;
+  if (settings.historyPrompts > 0 && d.trace && o.mode == OffloadMode::ZipMoE)
+    o.history = traceHistory(*d.trace, settings, d.store->manifest().numLayers(), d.store->manifest().numExperts);
   std::shared_ptr<ExpertRuntime> rt;
   try {
     rt = ExpertRuntime::open(d.store, o, profile_);

@@ -73,6 +73,10 @@ struct RunSettings {
   int warmup = 4;                  // decode steps left out of TPOT
   bool recordLayers = false;       // per-layer makespan / lower bound
   bool measureReplan = false;      // ZipMoE: after the run, time 10 budget moves as a slider makes them
+  // ZipMoE systems start planning from the activation counts of this many trace prompts, the ones
+  // after the highest measured prompt (never a measured one): as the app starts from the statistics
+  // of earlier chats it keeps in SQLite. 0: from the prior, as a first session does.
+  int historyPrompts = 0;
 };
 
 struct RunResult {

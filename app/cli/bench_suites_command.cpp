@@ -167,6 +167,7 @@ class SuiteRunner {
     doc["settings"]["warm_up"] = o_.warmUp;
     doc["settings"]["prime"] = o_.prime;
     doc["settings"]["repeat"] = o_.repeat;
+    doc["settings"]["history_prompts"] = o_.run.historyPrompts;
     doc["settings"]["order"] = "rotated";
     if (o_.warmUp && !warmedUp_) {
       w_.warmUp(systems({"zipmoe", "full-lru"}), bytesAt(o_.budget), o_.run);
@@ -582,7 +583,8 @@ const CommandSpec& suiteSpec() {
        {"--no-warm-up", "", "skip the warm-up (reading every file, one unmeasured pass)"},
        {"--no-prime", "", "do not re-read a system's files before each measurement"},
        {"--no-resident", "", "skip the all-resident reference run (resident TPOT, stall and the bandwidth floor)"},
-       {"--repeat", "N", "measurements of each system at each point, the median reported (1-100)"}},
+       {"--repeat", "N", "measurements of each system at each point, the median reported (1-100)"},
+       {"--history", "N", "ZipMoE systems plan from the activation counts of N other trace prompts from the start, as the app does from its stored statistics (default 0: the prior)"}},
       1, 1,
       "A budget PCT is PCT % of the model's expert bytes in BF16, the whole budget (working set included), as in\n"
       "`generate --budget PCT%`; a system whose minimum is above it is reported as skipped.\n"
@@ -629,6 +631,7 @@ int runBenchSuite(const Args& arguments) {
   o.run.promptTokens = line.integer<int>("--prompt-tokens", 1, 1 << 16, o.run.promptTokens);
   o.run.tokens = line.integer<int>("--tokens", 2, 1 << 20, o.run.tokens);
   o.run.warmup = line.integer<int>("--warmup", 0, 1 << 20, o.run.warmup);
+  o.run.historyPrompts = line.integer<int>("--history", 0, 1 << 20, 0);
   const int threads = line.integer<int>("--threads", 0, 4096, 0);
   const bool buffered = line.has("--buffered");
   o.plot = !line.has("--no-plot");
