@@ -63,11 +63,10 @@ int64_t integer(const json& body, const std::string& field, int64_t min, int64_t
   } else if (v.is_number_float()) {
     const double d = v.get<double>();
     if (!std::isfinite(d) || d != std::floor(d)) throw wrongType(field, "an integer", v);
-    if (d < -9.0e18 || d > 9.0e18) {
-      x = d < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
-    } else {
-      x = static_cast<int64_t>(d);
-    }
+    if (d < -9.0e18 || d > 9.0e18)
+      throw invalidField(field, "'" + field + "' must be between " + std::to_string(min) + " and " +
+                                    std::to_string(max) + ".");
+    x = static_cast<int64_t>(d);
   } else {
     throw wrongType(field, "an integer", v);
   }

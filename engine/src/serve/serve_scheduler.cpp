@@ -105,7 +105,7 @@ struct ServeScheduler::Engine {
   Engine(MoeModel& m, const Tokenizer& t, const ChatTemplate* tpl, ExpertRuntime* rt, const ServeOptions& o, Shared& s)
       : model(m), tokenizer(t), chatTemplate(tpl), runtime(rt), options(o), shared(s) {
     const ModelConfig& c = model.config();
-    layers = c.numMoeLayers();
+    layers = static_cast<int>(std::count(c.layerIsMoe.begin(), c.layerIsMoe.end(), true));  // numMoeLayers(), which lives with libtorch
     experts = c.numExperts;
     k = c.numExpertsPerTok;
     context = c.maxPositionEmbeddings > 0 ? c.maxPositionEmbeddings : (1 << 30);
