@@ -33,7 +33,7 @@ std::vector<OptionSpec> serveOptionSpecs() {
       {"--model-id", "NAME", "the model's name in the API (default: MODEL's directory name)"},
       {"--max-batch", "B", "requests decoding together (1-256, default 8)"},
       {"--schedule", "fcfs|coserve", "admission policy (default fcfs; coserve: fewest expert loads, with aging)"},
-      {"--aging-steps", "N", "coserve: a request waiting N forward steps goes first (default 32)"},
+      {"--aging-steps", "N", "coserve: a request waiting N forward steps goes first (default 128)"},
       {"--prefill-chunk", "N", "prompt tokens of one request per forward step (default 128)"},
       {"--step-tokens", "N", "tokens of one forward step, all requests together (default 256)"},
       {"--cached-sequences", "N", "finished conversations kept for prefix reuse (0-1024, default 8)"},
@@ -95,7 +95,7 @@ int runServe(const Args& args) {
   ServeOptions serve;
   serve.maxBatch = line.integer<int>("--max-batch", 1, 256, 8);
   serve.policy = parseSchedulePolicy(line.text("--schedule", "fcfs"));
-  serve.agingSteps = line.integer<int>("--aging-steps", 0, 1 << 20, 32);
+  serve.agingSteps = line.integer<int>("--aging-steps", 0, 1 << 20, 128);
   serve.prefillChunk = line.integer<int>("--prefill-chunk", 1, 1 << 16, 128);
   serve.maxStepTokens = line.integer<int>("--step-tokens", 2, 1 << 20, std::max(256, serve.maxBatch + 1));
   serve.cachedSequences = line.integer<int>("--cached-sequences", 0, 1024, 8);

@@ -120,6 +120,9 @@ struct ServeCounters {
   int liveSequences = 0;    // model sequences the scheduler holds (running + cached)
   uint64_t completed = 0, cancelled = 0, failed = 0, steps = 0, generatedTokens = 0;
   uint64_t reusedPromptTokens = 0, agedAdmissions = 0;
+  // Memory (with a budget): the most experts + KV capacity + activations held after any step, and
+  // the steps after which that sum exceeded the budget (0 unless the accounting is broken).
+  uint64_t budgetBytes = 0, peakUsedBytes = 0, overBudgetSteps = 0;
 };
 
 struct ServeOptions {
@@ -127,7 +130,7 @@ struct ServeOptions {
   int maxBatch = 8;          // requests decoding together
   int prefillChunk = 128;    // prompt tokens of one request per forward
   int maxStepTokens = 256;   // tokens of one forward (decode tokens first, then prefill chunks)
-  int agingSteps = 32;       // coserve: waited this many steps → admitted before any other
+  int agingSteps = 128;      // coserve: waited this many steps → admitted before any other
   int maxQueued = 1024;      // submit() refuses with 503 beyond
   int cachedSequences = 8;   // finished sequences kept for prefix reuse (0 = none)
   uint64_t memoryBudget = 0; // bytes for experts + KV + activations; 0 = not accounted

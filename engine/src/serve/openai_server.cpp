@@ -134,7 +134,12 @@ struct OpenAiServer::Impl {
                                 {"failed", c.failed},
                                 {"steps", c.steps},
                                 {"generated_tokens", c.generatedTokens},
-                                {"reused_prompt_tokens", c.reusedPromptTokens}};
+                                {"reused_prompt_tokens", c.reusedPromptTokens},
+                                {"aged_admissions", c.agedAdmissions},
+                                {"memory",
+                                 {{"budget_bytes", c.budgetBytes},
+                                  {"peak_used_bytes", c.peakUsedBytes},
+                                  {"over_budget_steps", c.overBudgetSteps}}}};
       res.set_content(j.dump(), kJson);
     });
     server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {

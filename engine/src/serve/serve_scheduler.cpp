@@ -516,6 +516,12 @@ struct ServeScheduler::Engine {
       lastMisses = s.misses;
       lastBytesRead = s.bytesRead;
     }
+    if (split.limited()) {
+      const uint64_t used = rep.expertHeldBytes + rep.kvCapacityBytes + rep.activationBytes;
+      counters.budgetBytes = split.total();
+      counters.peakUsedBytes = std::max(counters.peakUsedBytes, used);
+      if (used > split.total()) ++counters.overBudgetSteps;
+    }
     if (options.onStep) options.onStep(rep);
   }
 
