@@ -162,6 +162,7 @@ int dispatch(const std::string& command, Args args) {
     if (which == "planner") return runBenchPlanner(args);
     if (which == "chat") return runBenchChat(args);
     if (which == "kernels") return runBenchKernels(args);
+    if (which == "serve") return runBenchServe(args);
     throw Error("unknown bench sub-command '" + which + "'\n" + kBenchUsage);
   }
   if (command == "help" || command == "--help" || command == "-h") {
