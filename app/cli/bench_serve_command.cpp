@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -299,6 +300,42 @@ int runBenchServe(const Args& arguments) {
     std::ofstream f(*path);
     if (!(f << out.dump(2) << "\n")) throw Error("--out: cannot write '" + *path + "'");
     std::fprintf(stderr, "zipmoe: wrote %s\n", path->c_str());
+    // Figure specs beside it (zipmoe-plot --all DIR renders them): bytes per token and latencies.
+    json categories = json::array(), bytes = json::array(), loads = json::array();
+    json ttft50 = json::array(), ttft99 = json::array(), itl50 = json::array(), itl99 = json::array();
+    for (const auto& r : out["runs"]) {
+      categories.push_back(r["config"]);
+      bytes.push_back(r["bytes_read_per_token"].get<double>() / (1024.0 * 1024.0));
+      loads.push_back(r["expert_loads_per_step"]);
+      ttft50.push_back(r["ttft_ms_p50"]);
+      ttft99.push_back(r["ttft_ms_p99"]);
+      itl50.push_back(r["itl_ms_p50"]);
+      itl99.push_back(r["itl_ms_p99"]);
+    }
+    const std::string subtitle = std::to_string(clients) + " clients, " + line.text("--rate", "4") + " requests/s, " +
+                                 std::to_string(maxTokens) + " tokens each, budget " + budget->text;
+    const std::string stem = std::filesystem::path(*path).replace_extension().string();
+    const json traffic = {{"kind", "bar"},
+                          {"title", "Serving: bytes read per generated token"},
+                          {"subtitle", subtitle},
+                          {"y", {{"label", "read per token"}, {"unit", "MiB"}, {"from_zero", true}}},
+                          {"categories", categories},
+                          {"series", json::array({json{{"name", "MiB read per token"}, {"values", bytes}}})},
+                          {"legend", "none"}};
+    const json latency = {{"kind", "bar"},
+                          {"title", "Serving: time to first token and inter-token latency"},
+                          {"subtitle", subtitle},
+                          {"y", {{"label", "latency"}, {"unit", "ms"}, {"from_zero", true}}},
+                          {"categories", categories},
+                          {"series", json::array({json{{"name", "TTFT p50"}, {"values", ttft50}},
+                                                  json{{"name", "TTFT p99"}, {"values", ttft99}},
+                                                  json{{"name", "ITL p50"}, {"values", itl50}},
+                                                  json{{"name", "ITL p99"}, {"values", itl99}}})},
+                          {"legend", "top-left"}};
+    for (const auto& [name, fig] : {std::pair<std::string, json>{"_traffic.json", traffic}, {"_latency.json", latency}}) {
+      std::ofstream g(stem + name);
+      if (!(g << fig.dump(2) << "\n")) throw Error("--out: cannot write '" + stem + name + "'");
+    }
   }
   return 0;
 }
