@@ -8,11 +8,12 @@ ZIPMOE_APT_PACKAGES=(
   qml6-module-qtqml qml6-module-qtqml-models qml6-module-qtqml-workerscript qml6-module-qttest
   qml6-module-qtquick-dialogs qml6-module-qt-labs-folderlistmodel fonts-wqy-microhei
   qt6-l10n-tools qt6-tools-dev libqt6sql6-sqlite
-  libtorch-dev libopenblas0-pthread liblz4-dev libzstd-dev libsqlite3-dev nlohmann-json3-dev
+  libtorch-dev libopenblas0-pthread liblz4-dev libzstd-dev libsqlite3-dev nlohmann-json3-dev libcpp-httplib-dev
   xvfb xauth
 )
-# Only the test command needs these (libFuzzer comes with clang's runtime).
-ZIPMOE_TEST_PACKAGES=(clang libclang-rt-14-dev)
+# Only the test command needs these (libFuzzer comes with clang's runtime; the server's tests speak
+# to it with curl and Python's http.client).
+ZIPMOE_TEST_PACKAGES=(clang libclang-rt-14-dev curl python3)
 
 zipmoe_install_packages() {
   local missing=()

@@ -4,7 +4,7 @@
 #   2. the engine tests again in an AddressSanitizer + UndefinedBehaviorSanitizer build;
 #   3. the threaded expert-runtime tests (no libtorch: label `threads`) again under ThreadSanitizer;
 #   4. a short libFuzzer run of every parser of untrusted bytes (store manifest, safetensors header,
-#      exponent chunks, tokenizer.json, chat templates);
+#      exponent chunks, tokenizer.json, chat templates, the server's request bodies);
 #   5. the CUDA recovery kernel compiled and linked with nvcc, when the CUDA toolkit is installed.
 # Exits non-zero when anything fails. ZIPMOE_FUZZ_SECONDS sets the fuzzing time per target.
 set -euo pipefail
@@ -56,7 +56,8 @@ TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/t
 echo "== [4/5] fuzzing (libFuzzer + ASan/UBSan)"
 cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_FUZZ=ON \
   -DZIPMOE_WITH_QT=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-fuzz_targets=(fuzz_manifest fuzz_safetensors_header fuzz_chunk_decode fuzz_tokenizer_json fuzz_chat_template)
+fuzz_targets=(fuzz_manifest fuzz_safetensors_header fuzz_chunk_decode fuzz_tokenizer_json fuzz_chat_template
+              fuzz_openai_request)
 cmake --build "$root/build-fuzz" -j "$jobs" --target "${fuzz_targets[@]}"
 seconds="${ZIPMOE_FUZZ_SECONDS:-45}"
 for target in "${fuzz_targets[@]}"; do

@@ -853,6 +853,22 @@
         <source>Export as JSON…</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>Local server</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Serve the loaded model on this computer (OpenAI-compatible API)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>URL</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>API key</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>TraceOp</name>
@@ -971,6 +987,10 @@
     </message>
     <message>
         <source>Could not save expert statistics: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Open a model first: the local server serves the loaded model.</source>
         <translation type="unfinished"></translation>
     </message>
 </context>

@@ -851,6 +851,22 @@
         <source>Export as JSON…</source>
         <translation>导出为 JSON…</translation>
     </message>
+    <message>
+        <source>Local server</source>
+        <translation>本地服务器</translation>
+    </message>
+    <message>
+        <source>Serve the loaded model on this computer (OpenAI-compatible API)</source>
+        <translation>在本机提供已加载模型的服务（OpenAI 兼容 API）</translation>
+    </message>
+    <message>
+        <source>URL</source>
+        <translation>地址</translation>
+    </message>
+    <message>
+        <source>API key</source>
+        <translation>API 密钥</translation>
+    </message>
 </context>
 <context>
     <name>TraceOp</name>
@@ -969,6 +985,10 @@
     <message>
         <source>Could not save expert statistics: %1</source>
         <translation>无法保存专家统计信息：%1</translation>
+    </message>
+    <message>
+        <source>Open a model first: the local server serves the loaded model.</source>
+        <translation>请先打开模型：本地服务器提供的是已加载的模型。</translation>
     </message>
 </context>
 <context>

@@ -69,7 +69,7 @@ const std::vector<OptionSpec>& runtimeOptionSpecs() {
       {"--pools", "FCSE", "the ZipMoE pools to use (any of F, C, S, E)"},
       {"--offload", "zipmoe|full", "ZipMoE (default) or full-tensor offloading (needs --checkpoint)"},
       {"--checkpoint", "HF_DIR", "the BF16 checkpoint the full-tensor baseline reads"},
-      {"--eviction", "zipmoe|lru|fifo|lfu|marking", "the cache's eviction policy"},
+      {"--eviction", "zipmoe|lru|fifo|lfu|marking|usage", "the cache's eviction policy (usage: CoServe's usage probability)"},
       {"--no-plan", "", "a fixed equal split of the pools instead of the planner's"},
       {"--fifo-schedule", "", "request order instead of Algorithm 1"},
       {"--unfused-recovery", "", "recover every tensor before the model computes it (by default decoding computes from the split planes)"},

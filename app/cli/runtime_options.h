@@ -5,7 +5,7 @@
 //                        Without it, every expert is resident (no runtime).
 //   --pools FCSE         enabled ZipMoE pools (any non-empty subset of the letters F, C, S, E)
 //   --offload zipmoe|full   ZipMoE (default) or full-tensor offloading (needs --checkpoint HF_DIR)
-//   --eviction zipmoe|lru|fifo|lfu|marking   --no-plan (fixed equal split)   --fifo-schedule
+//   --eviction zipmoe|lru|fifo|lfu|marking|usage   --no-plan (fixed equal split)   --fifo-schedule
 //   --workers L   --buffered (page-cache reads instead of O_DIRECT)   --profile FILE
 //   --replay-trace TSV [--trace-prompt N]   force routing from a real activation trace
 #pragma once

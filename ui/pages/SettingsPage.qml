@@ -311,6 +311,64 @@ Page {
             }
 
             GroupBox {
+                objectName: "localServerBox"
+                Layout.fillWidth: true
+                title: qsTr("Local server")
+
+                ColumnLayout {
+                    anchors.fill: parent
+                    spacing: 6
+
+                    Switch {
+                        objectName: "localServerSwitch"
+                        text: qsTr("Serve the loaded model on this computer (OpenAI-compatible API)")
+                        checked: App.localServer.running
+                        enabled: !App.localServer.busy && (App.modelState === "ready" || App.localServer.running)
+                        onToggled: App.localServer.setEnabled(checked)
+                    }
+
+                    GridLayout {
+                        visible: App.localServer.running
+                        Layout.fillWidth: true
+                        columns: 2
+                        columnSpacing: 12
+
+                        Label {
+                            text: qsTr("URL")
+                            opacity: 0.7
+                        }
+                        TextField {
+                            objectName: "localServerUrl"
+                            Layout.fillWidth: true
+                            readOnly: true
+                            selectByMouse: true
+                            text: App.localServer.url
+                        }
+                        Label {
+                            text: qsTr("API key")
+                            opacity: 0.7
+                        }
+                        TextField {
+                            objectName: "localServerKey"
+                            Layout.fillWidth: true
+                            readOnly: true
+                            selectByMouse: true
+                            text: App.localServer.apiKey
+                        }
+                    }
+
+                    Label {
+                        objectName: "localServerError"
+                        Layout.fillWidth: true
+                        visible: App.localServer.error !== ""
+                        text: App.localServer.error
+                        color: "#dc2626"
+                        wrapMode: Text.Wrap
+                    }
+                }
+            }
+
+            GroupBox {
                 Layout.fillWidth: true
                 title: qsTr("History")
 

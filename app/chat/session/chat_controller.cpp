@@ -65,7 +65,8 @@ ChatController::ChatController(const ControllerOptions& options, QObject* parent
       chats_(new ChatListModel(this)),
       messages_(new MessageModel(this)),
       timeline_(new TimelineModel(this)),
-      runtime_(new RuntimeMonitor(handle_, timeline_, this)) {
+      runtime_(new RuntimeMonitor(handle_, timeline_, this)),
+      localServer_(new LocalServerController(this)) {
   qRegisterMetaType<ChatTurn>();
   qRegisterMetaType<QList<ChatTurn>>();
   qRegisterMetaType<ReplyStats>();
@@ -95,6 +96,9 @@ ChatController::ChatController(const ControllerOptions& options, QObject* parent
   connect(worker_, &EngineWorker::replyFinished, this, &ChatController::onReplyFinished);
   connect(worker_, &EngineWorker::replyFailed, this, &ChatController::onReplyFailed);
   connect(runtime_, &RuntimeMonitor::replanned, this, &ChatController::savePlan);
+  connect(localServer_, &LocalServerController::startRequested, worker_, &EngineWorker::startServer);
+  connect(localServer_, &LocalServerController::stopRequested, worker_, &EngineWorker::stopServer);
+  connect(worker_, &EngineWorker::serverChanged, localServer_, &LocalServerController::onServerChanged);
   thread_.setObjectName(QStringLiteral("engine worker"));
   thread_.start();
   // The engine's threads (this one, libtorch's pool and the runtime's I/O and decompression threads,

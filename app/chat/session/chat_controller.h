@@ -26,6 +26,7 @@
 
 #include "chat_list_model.h"
 #include "chat_types.h"
+#include "local_server_controller.h"
 #include "message_model.h"
 #include "runtime_monitor.h"
 #include "timeline_model.h"
@@ -53,6 +54,7 @@ class ChatController : public QObject {
   Q_PROPERTY(zipmoe::app::MessageModel* messages READ messages CONSTANT FINAL)
   Q_PROPERTY(zipmoe::app::RuntimeMonitor* runtime READ runtime CONSTANT FINAL)
   Q_PROPERTY(zipmoe::app::TimelineModel* timeline READ timeline CONSTANT FINAL)
+  Q_PROPERTY(zipmoe::app::LocalServerController* localServer READ localServer CONSTANT FINAL)
   Q_PROPERTY(QString modelState READ modelState NOTIFY modelChanged)  // none, loading, ready, failed
   Q_PROPERTY(QString loadStage READ loadStage NOTIFY loadProgressChanged FINAL)
   Q_PROPERTY(double loadProgress READ loadProgress NOTIFY loadProgressChanged)  // < 0: indeterminate
@@ -92,6 +94,7 @@ class ChatController : public QObject {
   MessageModel* messages() const { return messages_; }
   RuntimeMonitor* runtime() const { return runtime_; }
   TimelineModel* timeline() const { return timeline_; }
+  LocalServerController* localServer() const { return localServer_; }
   QString modelState() const { return modelState_; }
   QString loadStage() const { return loadStage_; }
   double loadProgress() const { return loadProgress_; }
@@ -192,6 +195,7 @@ class ChatController : public QObject {
   MessageModel* messages_;
   TimelineModel* timeline_;
   RuntimeMonitor* runtime_;
+  LocalServerController* localServer_;
   QPointer<QQmlEngine> qmlEngine_;
   QTranslator translator_;
 

@@ -225,9 +225,6 @@ void EngineWorker::generate(qint64 requestId, const QList<ChatTurn>& turns, cons
       if (t.role == QStringLiteral("system")) system = t.content.toStdString();
       else messages.push_back({t.role.toStdString(), t.content.toStdString()});
     }
-    session_->setSystemPrompt(std::move(system));
-    session_->setMessages(std::move(messages));
-
     SamplingParams params;
     params.temperature = sampling.temperature;
     params.topK = sampling.topK;
@@ -236,6 +233,13 @@ void EngineWorker::generate(qint64 requestId, const QList<ChatTurn>& turns, cons
     params.repetitionPenalty = sampling.repetitionPenalty;
     params.seed = sampling.seed ? sampling.seed : std::random_device{}();
     params.maxTokens = sampling.maxTokens;
+    if (server_) {
+      if (!system.empty()) messages.insert(messages.begin(), ChatMessage{"system", system});
+      replyThroughServer(requestId, messages, params);
+      return;
+    }
+    session_->setSystemPrompt(std::move(system));
+    session_->setMessages(std::move(messages));
 
     ExpertRuntime* rt = engine_->runtime();
     const RuntimeStats before = rt ? rt->stats() : RuntimeStats{};
@@ -271,6 +275,64 @@ void EngineWorker::generate(qint64 requestId, const QList<ChatTurn>& turns, cons
   }
 }
 
+void EngineWorker::replyThroughServer(qint64 requestId, const std::vector<ChatMessage>& messages,
+                                      const SamplingParams& params) {
+  const auto start = std::chrono::steady_clock::now();
+  ExpertRuntime* rt = engine_->runtime();
+  const RuntimeStats before = rt ? rt->stats() : RuntimeStats{};
+  const FinishInfo info = server_->reply(
+      messages, params,
+      [&](std::string_view text) {
+        Q_EMIT textArrived(requestId, QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size())));
+        waitWhilePaused();
+        return !stop_.load(std::memory_order_relaxed);
+      },
+      stop_);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ReplyStats stats;
+  stats.ttftMs = info.timeToFirstTokenMs;
+  const double decodeSeconds = seconds - info.timeToFirstTokenMs / 1000.0;
+  stats.tokensPerSecond = info.completionTokens > 1 && decodeSeconds > 0 ? (info.completionTokens - 1) / decodeSeconds : 0.0;
+  stats.promptTokens = info.promptTokens;
+  stats.reusedTokens = info.reusedTokens;
+  stats.prefilledTokens = info.promptTokens - info.reusedTokens;
+  stats.generatedTokens = info.completionTokens;
+  stats.stopReason = info.finishReason == "length" ? QStringLiteral("max_tokens")
+                     : info.finishReason == "stop" ? QStringLiteral("eos")
+                                                   : QStringLiteral("stopped");
+  if (rt) {
+    const RuntimeStats after = rt->stats();
+    const uint64_t activations = after.activations - before.activations;
+    if (activations > 0)
+      stats.expertHitRate = static_cast<double>(sum(after.hits) - sum(before.hits)) / static_cast<double>(activations);
+  }
+  saveStatistics();
+  Q_EMIT replyFinished(requestId, stats);
+}
+
+void EngineWorker::startServer(int port) {
+  if (server_) {
+    Q_EMIT serverChanged(true, QString::fromStdString(server_->url()), QString::fromStdString(server_->apiKey()), {});
+    return;
+  }
+  if (!engine_) {
+    Q_EMIT serverChanged(false, {}, {}, tr("Open a model first: the local server serves the loaded model."));
+    return;
+  }
+  try {
+    server_ = std::make_unique<LocalServer>(*engine_, port, info_.name.isEmpty() ? std::string("zipmoe") : info_.name.toStdString());
+    Q_EMIT serverChanged(true, QString::fromStdString(server_->url()), QString::fromStdString(server_->apiKey()), {});
+  } catch (const std::exception& e) {
+    server_.reset();
+    Q_EMIT serverChanged(false, {}, {}, QString::fromUtf8(e.what()));
+  }
+}
+
+void EngineWorker::stopServer() {
+  server_.reset();
+  Q_EMIT serverChanged(false, {}, {}, {});
+}
+
 void EngineWorker::saveStatistics() {
   if (!engine_ || !engine_->runtime()) return;
   // Statistics are an optimisation for the next start; a full disk must not end the chat.
@@ -283,6 +345,7 @@ void EngineWorker::saveStatistics() {
 
 void EngineWorker::closeModel() {
   if (!engine_) return;
+  if (server_) stopServer();  // the server serves this model: it goes first
   saveStatistics();
   runtime_->set(nullptr);
   session_.reset();

@@ -23,6 +23,7 @@
 #include <mutex>
 
 #include "chat_types.h"
+#include "local_server.h"
 #include "runtime_handle.h"
 
 namespace zipmoe {
@@ -72,6 +73,10 @@ class EngineWorker : public QObject {
   // Saves statistics, releases the model and this thread's database connection. Call before the
   // thread ends.
   void shutdown();
+  // The app's "Local server" (LocalServer): serves the open model on loopback; while it runs, this
+  // worker's replies go through the server's scheduler too. Answered by serverChanged.
+  void startServer(int port);
+  void stopServer();
 
  Q_SIGNALS:
   void loadProgress(const QString& stage, double fraction);  // fraction < 0: no measure of progress
@@ -80,6 +85,7 @@ class EngineWorker : public QObject {
   void textArrived(qint64 requestId, const QString& text);
   void replyFinished(qint64 requestId, const zipmoe::app::ReplyStats& stats);
   void replyFailed(qint64 requestId, const QString& error);
+  void serverChanged(bool running, const QString& url, const QString& key, const QString& error);
 
  private:
   void closeModel();
@@ -91,6 +97,9 @@ class EngineWorker : public QObject {
   // The conversation on the engine, keeping its KV cache between replies: a new turn prefills only
   // its own tokens; a regenerated or edited one rolls back to where the conversation changed.
   std::unique_ptr<ChatSession> session_;
+  // While set, the model is its scheduler's: generate() goes through it, session_ is left alone.
+  std::unique_ptr<LocalServer> server_;
+  void replyThroughServer(qint64 requestId, const std::vector<ChatMessage>& messages, const SamplingParams& params);
   ModelInfo info_;
   // Waits while the reply is held (the generation thread, between tokens).
   void waitWhilePaused();

@@ -86,6 +86,17 @@ class MoeModel {
   // Replaces the prefetch options (ModelOptions::prefetch) and restarts the accuracy count. Throws
   // zipmoe::Error, changing nothing, when the predictor lacks what it needs.
   virtual void setPrefetch(const PrefetchOptions& options) = 0;
+
+  // Serving (zipmoe/serve_scheduler.h), where the KV cache is counted by capacity:
+  // Allocates the sequence's KV cache for `tokens` tokens at once, so that forwards up to that
+  // length never grow it (rows it holds are kept). Throws zipmoe::Error for an unknown sequence.
+  virtual void reserveSequence(SequenceId seq, int64_t tokens) = 0;
+  virtual uint64_t kvCacheBytes() const = 0;     // every sequence's KV buffers, by capacity
+  virtual uint64_t kvBytesPerToken() const = 0;  // one token of capacity of one sequence
+  // When on, every forward keeps its routing: lastForwardRouting()[moeLayer] holds the k experts of
+  // each token of the last forward (tokens × k ids, the steps' tokens in order). Never changes results.
+  virtual void setRecordRouting(bool on) = 0;
+  virtual const std::vector<std::vector<int32_t>>& lastForwardRouting() const = 0;
 };
 
 }  // namespace zipmoe

@@ -33,9 +33,13 @@ enum class OffloadMode { ZipMoE, FullTensor };
 enum class RawMisses { Planned, Never, Always };
 
 // ZipMoE's own rule evicts the least frequently activated member of a pool; the others replace it.
-enum class EvictionPolicy { LeastFrequent, Lru, Fifo, Lfu, Marking };
-const char* evictionPolicyName(EvictionPolicy p);               // "zipmoe", "lru", ...
-EvictionPolicy parseEvictionPolicy(const std::string& text);    // "zipmoe"/"lfreq", "lru", "fifo", "lfu", "marking"
+// UsageProbability (CoServe §4.3): the member with the lowest pre-assessed usage probability goes —
+// from the activation history the runtime was opened with (RuntimeOptions::history), not from what
+// it counts while it runs; without a history, from the counts so far. Among equals the larger
+// member goes first (fewest evictions), then the least recently used. No admission test.
+enum class EvictionPolicy { LeastFrequent, Lru, Fifo, Lfu, Marking, UsageProbability };
+const char* evictionPolicyName(EvictionPolicy p);               // "zipmoe", "lru", ..., "usage"
+EvictionPolicy parseEvictionPolicy(const std::string& text);    // "zipmoe"/"lfreq", "lru", "fifo", "lfu", "marking", "usage"
 
 class MemoryBudget {
  public:

@@ -36,6 +36,15 @@ void ExpertCache::setActivationCounts(const ActivationCounts& counts) {
                 std::to_string(experts_));
   counts_ = counts.counts;
   steps_ = counts.steps;
+  priorCounts_ = counts.counts;
+  priorSteps_ = counts.steps;
+}
+
+double ExpertCache::usageProbability(int layer, int expert) const {
+  const bool prior = !priorSteps_.empty() && priorSteps_[static_cast<size_t>(layer)] > 0;
+  const uint64_t c = prior ? priorCounts_[index(layer, expert)] : counts_[index(layer, expert)];
+  const uint64_t s = prior ? priorSteps_[static_cast<size_t>(layer)] : steps_[static_cast<size_t>(layer)];
+  return s == 0 ? 0.0 : static_cast<double>(c) / static_cast<double>(s);
 }
 
 int ExpertCache::rank(int layer, int expert) const {
@@ -103,6 +112,14 @@ std::optional<int> ExpertCache::pickVictim(int layer, int pool, uint64_t newcome
       case EvictionPolicy::Lru: return a.lastUsed < b.lastUsed;
       case EvictionPolicy::Fifo: return a.insertedAt < b.insertedAt;
       case EvictionPolicy::Marking: return false;
+      case EvictionPolicy::UsageProbability: {
+        const int la = static_cast<int>(ia) / experts_, lb = static_cast<int>(ib) / experts_;
+        const double pa = usageProbability(la, static_cast<int>(ia) % experts_);
+        const double pb = usageProbability(lb, static_cast<int>(ib) % experts_);
+        if (pa != pb) return pa < pb;
+        if (a.bytes != b.bytes) return a.bytes > b.bytes;
+        return a.lastUsed < b.lastUsed;
+      }
     }
     return false;
   };

@@ -8,7 +8,10 @@
 // the first enabled pool i with r < τ_i = Σ_{j ≤ i} S_j + δ, or nowhere (dropped after use).
 // Eviction from an overflowing pool picks a victim by the policy: LeastFrequent (ZipMoE: lowest
 // count; a newcomer never displaces a member counted at least as often), LRU, FIFO, LFU (lowest count,
-// no admission test) or Marking (random unmarked member; all unmarked when every member is marked).
+// no admission test), Marking (random unmarked member; all unmarked when every member is marked) or
+// UsageProbability (CoServe §4.3: lowest usage probability from the prior — the counts given by
+// setActivationCounts, frozen there — or, without one, from the counts so far; ties: the larger,
+// then the least recently used; no admission test).
 // The FullTensor baselines use one global pool (layer −1 semantics: capacity shared by all layers).
 // Thread-safety: none — the runtime calls it from the model thread only (between layers).
 // Cost: rank O(experts); evictions O(pool members) each.
@@ -60,7 +63,10 @@ class ExpertCache {
   uint64_t count(int layer, int expert) const { return counts_[index(layer, expert)]; }
   uint64_t steps(int layer) const { return steps_[static_cast<size_t>(layer)]; }
   ActivationCounts activationCounts() const;
-  void setActivationCounts(const ActivationCounts& counts);  // REQUIRES: matching shape
+  // REQUIRES: matching shape. Also becomes the UsageProbability policy's prior.
+  void setActivationCounts(const ActivationCounts& counts);
+  // P(a step of the layer uses the expert) as UsageProbability ranks it (see the file comment).
+  double usageProbability(int layer, int expert) const;
   // 0-based rank of the expert in its layer: experts with a higher count, or an equal count and a
   // lower id, come first.
   int rank(int layer, int expert) const;
@@ -108,6 +114,7 @@ class ExpertCache {
   bool global_;
   uint64_t rng_;
   std::vector<uint64_t> counts_, steps_;
+  std::vector<uint64_t> priorCounts_, priorSteps_;  // UsageProbability's prior; empty = none
   std::vector<Entry> entries_;
   std::vector<uint64_t> capacityBytes_, usedBytes_;
   std::vector<int> capacityExperts_;

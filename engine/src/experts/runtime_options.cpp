@@ -15,6 +15,7 @@ const char* evictionPolicyName(EvictionPolicy p) {
     case EvictionPolicy::Fifo: return "fifo";
     case EvictionPolicy::Lfu: return "lfu";
     case EvictionPolicy::Marking: return "marking";
+    case EvictionPolicy::UsageProbability: return "usage";
   }
   return "?";
 }
@@ -25,7 +26,8 @@ EvictionPolicy parseEvictionPolicy(const std::string& text) {
   if (text == "fifo") return EvictionPolicy::Fifo;
   if (text == "lfu") return EvictionPolicy::Lfu;
   if (text == "marking") return EvictionPolicy::Marking;
-  throw Error("unknown eviction policy '" + text + "' (expected zipmoe, lru, fifo, lfu or marking)");
+  if (text == "usage") return EvictionPolicy::UsageProbability;
+  throw Error("unknown eviction policy '" + text + "' (expected zipmoe, lru, fifo, lfu, marking or usage)");
 }
 
 namespace {

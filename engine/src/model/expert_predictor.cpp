@@ -57,9 +57,22 @@ void ExpertPredictor::setOptions(const PrefetchOptions& options) {
 
 void ExpertPredictor::addRouter(int moeLayer, const Router* router) { routers_.at(static_cast<size_t>(moeLayer)) = router; }
 
-void ExpertPredictor::beginForward(std::span<const int64_t> tokenIds) { tokenIds_.assign(tokenIds.begin(), tokenIds.end()); }
+void ExpertPredictor::beginForward(std::span<const int64_t> tokenIds) {
+  tokenIds_.assign(tokenIds.begin(), tokenIds.end());
+  for (auto& layer : routingLog_) layer.clear();
+}
+
+void ExpertPredictor::setRecordRouting(bool on) {
+  recordRouting_ = on;
+  routingLog_.assign(on ? static_cast<size_t>(moeLayers_) : 0, {});
+}
 
 void ExpertPredictor::afterAcquire(int moeLayer, const at::Tensor& x, const at::Tensor& chosen) {
+  if (recordRouting_) {
+    const at::Tensor ids = chosen.contiguous();
+    const int64_t* p = ids.data_ptr<int64_t>();
+    routingLog_[static_cast<size_t>(moeLayer)].assign(p, p + ids.numel());
+  }
   if (options_.predictor == PrefetchPredictor::Off && !options_.record) return;  // nothing to predict or record
   const at::Tensor ids = chosen.contiguous();
   const int64_t tokens = ids.size(0), k = ids.size(1);

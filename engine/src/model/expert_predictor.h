@@ -35,6 +35,10 @@ class ExpertPredictor {
   // x: the layer's MoE input [N, hidden]; chosen: its experts [N, k] (int64).
   void afterAcquire(int moeLayer, const at::Tensor& x, const at::Tensor& chosen);
   const PrefetchAccuracy& accuracy() const { return accuracy_; }
+  // When on, each forward's routing is kept: per MoE layer, the k experts of every token (rows in
+  // the forward's token order), for the serving scheduler's per-request expert usage.
+  void setRecordRouting(bool on);
+  const std::vector<std::vector<int32_t>>& lastRouting() const { return routingLog_; }
 
  private:
   std::vector<int> predict(int next, int moeLayer, const at::Tensor& x, int64_t tokens);
@@ -49,6 +53,8 @@ class ExpertPredictor {
   std::vector<std::vector<int>> predicted_;  // [MoE layer]: the standing prediction, if any
   std::vector<char> hasPrediction_;
   std::vector<int64_t> tokenIds_;
+  bool recordRouting_ = false;
+  std::vector<std::vector<int32_t>> routingLog_;  // [MoE layer]: tokens × k expert ids
   uint64_t draws_ = 0;
   PrefetchAccuracy accuracy_;
 };

@@ -24,6 +24,11 @@ class GrowingTensor {
   // Writes `rows` (time along timeDim) at time offset `start`, growing as needed; returns the view of
   // times [0, start + rows).
   at::Tensor writeAndView(int64_t start, const at::Tensor& rows);
+  // Grows the buffer to hold at least `capacity` times (keeping every row it holds), so that writes
+  // up to there never grow it again: the serving scheduler reserves a request's whole length up front.
+  void reserve(int64_t capacity);
+  uint64_t capacityBytes() const;  // the buffer's bytes (its capacity, not the committed rows)
+  uint64_t bytesPerTime() const;   // the bytes one more time step of capacity takes
 
  private:
   std::vector<int64_t> rowShape_;  // the shape with the time dimension set to 0
@@ -31,6 +36,8 @@ class GrowingTensor {
   at::ScalarType dtype_ = at::kFloat;
   at::Tensor buffer_;
   int64_t capacity_ = 0;
+
+  void growTo(int64_t capacity, int64_t keep);
 };
 
 struct KvCache {

@@ -107,6 +107,34 @@ class MoeModelImpl : public MoeModel {
   PrefetchAccuracy prefetchAccuracy() const override { return predictor_->accuracy(); }
   void setPrefetch(const PrefetchOptions& options) override { predictor_->setOptions(options); }
 
+  void reserveSequence(SequenceId seq, int64_t tokens) override {
+    find(seq, "reserveSequence");
+    KvCache& cache = sequences_.at(seq);
+    for (auto& t : cache.first) t.reserve(tokens);
+    for (auto& t : cache.second) t.reserve(tokens);
+  }
+
+  uint64_t kvCacheBytes() const override {
+    uint64_t sum = 0;
+    for (const auto& [id, cache] : sequences_) {
+      for (const auto& t : cache.first) sum += t.capacityBytes();
+      for (const auto& t : cache.second) sum += t.capacityBytes();
+    }
+    return sum;
+  }
+
+  uint64_t kvBytesPerToken() const override {
+    uint64_t sum = 0;
+    for (const DecoderLayer& layer : layers_) {
+      auto [first, second] = layer.attention->makeCache();
+      sum += first.bytesPerTime() + second.bytesPerTime();
+    }
+    return sum;
+  }
+
+  void setRecordRouting(bool on) override { predictor_->setRecordRouting(on); }
+  const std::vector<std::vector<int32_t>>& lastForwardRouting() const override { return predictor_->lastRouting(); }
+
   void truncateSequence(SequenceId seq, int64_t length) override {
     const int64_t current = find(seq, "truncateSequence").length;
     if (length < 0 || length > current)

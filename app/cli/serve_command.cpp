@@ -1,0 +1,146 @@
+// `zipmoe serve MODEL [OPTIONS]` — an OpenAI-compatible HTTP server for one model (docs/SERVER.md).
+//
+// Opens the engine (with the runtime options, like generate and chat), starts the serving scheduler
+// (zipmoe/serve_scheduler.h) and the HTTP server (zipmoe/openai_server.h) on loopback unless --host
+// says otherwise, prints "zipmoe: listening on http://HOST:PORT" on stdout, and serves until SIGTERM
+// or SIGINT: then it stops accepting, fails the requests still open with 503 and frees their
+// sequences, joins every thread and exits 0. The signals are blocked in every thread (the mask is set
+// before the engine starts its threads) and taken by the main thread with sigwait.
+// With --budget, the budget is the whole memory of serving: experts + KV cache + activations.
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "command_line.h"
+#include "commands.h"
+#include "runtime_options.h"
+#include "zipmoe/error.h"
+#include "zipmoe/openai_server.h"
+#include "zipmoe/serve_scheduler.h"
+
+namespace zipmoe::cli {
+namespace {
+
+std::vector<OptionSpec> serveOptionSpecs() {
+  std::vector<OptionSpec> o = {
+      {"--host", "ADDR", "the address to listen on (default 127.0.0.1: loopback only)"},
+      {"--port", "N", "the port (default 8080; 0 = any free port, printed)"},
+      {"--api-key", "KEY", "require 'Authorization: Bearer KEY' on every /v1 request"},
+      {"--api-key-file", "FILE", "the same, the key read from FILE (its first line)"},
+      {"--model-id", "NAME", "the model's name in the API (default: MODEL's directory name)"},
+      {"--max-batch", "B", "requests decoding together (1-256, default 8)"},
+      {"--schedule", "fcfs|coserve", "admission policy (default fcfs; coserve: fewest expert loads, with aging)"},
+      {"--aging-steps", "N", "coserve: a request waiting N forward steps goes first (default 128)"},
+      {"--prefill-chunk", "N", "prompt tokens of one request per forward step (default 128)"},
+      {"--step-tokens", "N", "tokens of one forward step, all requests together (default 256)"},
+      {"--cached-sequences", "N", "finished conversations kept for prefix reuse (0-1024, default 8)"},
+      {"--expert-floor", "PCT", "with --budget: the least share of it the experts keep (0-100, default 50)"},
+      {"--default-max-tokens", "N", "max_tokens of a request that names none (default 256)"},
+      {"--max-body", "SIZE", "the largest request body accepted (default 1M)"},
+      {"--max-connections", "N", "connections served at once (4-1024, default 64)"},
+      {"--dtype", "auto|bf16|fp32", "compute type (auto: bf16 where the CPU has it)"},
+      {"--threads", "N", "compute threads (0 = every CPU this process may use, up to 4096)"},
+  };
+  for (const OptionSpec& r : runtimeOptionSpecs()) o.push_back(r);
+  return o;
+}
+
+const CommandSpec& serveSpec() {
+  static const CommandSpec spec{
+      "zipmoe serve MODEL [OPTIONS]",
+      "Serves MODEL over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions, /v1/models, /health)\n"
+      "with continuous batching, until SIGTERM or SIGINT.",
+      serveOptionSpecs(), 1, 1,
+      "MODEL is an HF directory or a ZipMoE store. With --budget (a store), the budget is the whole memory of\n"
+      "serving: the experts, the KV cache (reserved per request for prompt + max_tokens) and the activations;\n"
+      "requests wait for memory instead of exceeding it. docs/SERVER.md lists the OpenAI fields mapped and refused."};
+  return spec;
+}
+
+std::string readKeyFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("option --api-key-file: cannot read '" + path + "'");
+  std::string key;
+  std::getline(in, key);
+  while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
+  if (key.empty()) throw Error("option --api-key-file: '" + path + "' holds no key on its first line");
+  return key;
+}
+
+}  // namespace
+
+int runServe(const Args& args) {
+  const CommandSpec& spec = serveSpec();
+  const CommandLine line = CommandLine::parse(spec, args);
+  if (line.help()) return printUsage(spec);
+  const std::filesystem::path dir = line.positional(0);
+
+  ServerOptions server;
+  server.host = line.text("--host", "127.0.0.1");
+  server.port = line.integer<int>("--port", 0, 65535, 8080);
+  if (line.has("--api-key") && line.has("--api-key-file")) throw Error("give --api-key or --api-key-file, not both");
+  if (const auto k = line.text("--api-key")) {
+    if (k->empty()) throw Error("option --api-key: the key is empty");
+    server.apiKey = *k;
+  }
+  if (const auto f = line.text("--api-key-file")) server.apiKey = readKeyFile(*f);
+  server.modelId = line.text("--model-id", std::filesystem::absolute(dir).lexically_normal().filename().string());
+  if (server.modelId.empty()) server.modelId = "zipmoe";
+  server.maxConnections = line.integer<int>("--max-connections", 4, 1024, 64);
+  if (const auto v = line.text("--max-body")) server.maxBodyBytes = static_cast<size_t>(parseBudget("--max-body", *v).value);
+
+  ServeOptions serve;
+  serve.maxBatch = line.integer<int>("--max-batch", 1, 256, 8);
+  serve.policy = parseSchedulePolicy(line.text("--schedule", "fcfs"));
+  serve.agingSteps = line.integer<int>("--aging-steps", 0, 1 << 20, 128);
+  serve.prefillChunk = line.integer<int>("--prefill-chunk", 1, 1 << 16, 128);
+  serve.maxStepTokens = line.integer<int>("--step-tokens", 2, 1 << 20, std::max(256, serve.maxBatch + 1));
+  serve.cachedSequences = line.integer<int>("--cached-sequences", 0, 1024, 8);
+  serve.expertFloorShare = line.number("--expert-floor", 0, 100, 50) / 100.0;
+  serve.limits.defaultMaxTokens = line.integer<int>("--default-max-tokens", 1, 1 << 20, 256);
+
+  EngineOptions options;
+  if (const auto v = line.text("--dtype")) {
+    if (*v == "auto") options.model.dtype = ComputeDtype::Auto;
+    else if (*v == "bf16") options.model.dtype = ComputeDtype::BFloat16;
+    else if (*v == "fp32") options.model.dtype = ComputeDtype::Float32;
+    else throw Error("option --dtype must be auto, bf16 or fp32, got '" + *v + "'");
+  }
+  options.model.threads = line.integer<int>("--threads", 0, 4096, 0);
+  const auto budget = parseRuntimeOptions(line, options);
+
+  // Every thread started from here on inherits the mask: only sigwait below takes these signals.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto engine = openEngine(dir, std::move(options), budget);
+  if (budget && engine->runtime()) serve.memoryBudget = engine->runtime()->stats().budgetBytes;
+  ServeScheduler scheduler(engine->model(), engine->tokenizer(), engine->chatTemplate(), engine->runtime(), serve);
+  OpenAiServer http(scheduler, server);
+  const int port = http.start();
+  std::printf("zipmoe: listening on http://%s:%d (model '%s', schedule %s, max batch %d%s)\n", server.host.c_str(),
+              port, server.modelId.c_str(), schedulePolicyName(serve.policy), serve.maxBatch,
+              server.apiKey.empty() ? "" : ", API key required");
+  std::fflush(stdout);
+
+  int received = 0;
+  sigwait(&signals, &received);
+  std::fprintf(stderr, "zipmoe: %s received, shutting down\n", received == SIGTERM ? "SIGTERM" : "SIGINT");
+  http.stop();
+  scheduler.stop();
+  const ServeCounters c = scheduler.counters();
+  std::fprintf(stderr, "zipmoe: served %llu requests (%llu cancelled, %llu failed), %llu tokens in %llu steps\n",
+               static_cast<unsigned long long>(c.completed), static_cast<unsigned long long>(c.cancelled),
+               static_cast<unsigned long long>(c.failed), static_cast<unsigned long long>(c.generatedTokens),
+               static_cast<unsigned long long>(c.steps));
+  return 0;
+}
+
+}  // namespace zipmoe::cli

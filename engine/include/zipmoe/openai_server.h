@@ -1,0 +1,61 @@
+// OpenAiServer — the HTTP face of a ServeScheduler: an OpenAI-compatible API on cpp-httplib.
+//
+// Endpoints: GET /v1/models (and /v1/models/ID), POST /v1/chat/completions, POST /v1/completions
+// (both also streaming: server-sent events of chunks, ending in `data: [DONE]`; with
+// stream_options.include_usage a last chunk carries the usage), GET /health (no key needed: the
+// scheduler's counters). Bodies are read by parseGenerationRequest (zipmoe/openai_request.h);
+// every error is an OpenAI error object with its status (400 naming the field, 401 for a wrong or
+// missing key, 404 for an unknown model or path, 413 for a body over maxBodyBytes, 503 while
+// shutting down or when the queue is full). A streaming client that goes away is noticed at the
+// next write (a token, or an SSE comment sent every heartbeat while it waits) and its request is
+// cancelled: the scheduler frees its sequence at its next step boundary.
+// Thread-safety: start/stop from one thread; requests are served on the server's own worker pool
+// (maxConnections threads), which talks to the scheduler's engine thread through RequestTickets.
+// Cost: one thread per open connection.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "zipmoe/serve_scheduler.h"
+
+namespace zipmoe {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";  // loopback unless told otherwise
+  int port = 8080;                 // 0 = any free port (start() returns it)
+  std::string apiKey;              // empty = no key; else every /v1 request needs "Authorization: Bearer KEY"
+  std::string modelId;             // what /v1/models lists and requests must name
+  size_t maxBodyBytes = 1 << 20;
+  int maxConnections = 64;         // worker threads: streams each hold one
+  int heartbeatMs = 1000;          // an SSE comment this often while a stream waits
+};
+
+class OpenAiServer {
+ public:
+  // REQUIRES: the scheduler outlives the server.
+  OpenAiServer(ServeScheduler& scheduler, ServerOptions options);
+  ~OpenAiServer();  // stop()
+  OpenAiServer(const OpenAiServer&) = delete;
+  OpenAiServer& operator=(const OpenAiServer&) = delete;
+
+  // Binds and starts listening on its own thread; returns the port. Throws zipmoe::Error naming the
+  // host and port when it cannot bind.
+  int start();
+  // Ends open streams, stops listening and joins the listener (which joins the worker pool).
+  // Idempotent.
+  void stop();
+  int port() const;
+  const ServerOptions& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A key for --api-key / the app's local server: 32 random hex digits from the system's entropy.
+std::string generateApiKey();
+
+}  // namespace zipmoe

@@ -1,0 +1,175 @@
+// ServeScheduler — serves many generation requests at once on one model: continuous batching on one
+// engine thread, with the fcfs or the CoServe policy, prefix reuse across requests, and one memory
+// budget split between the expert runtime, the KV cache and the activations.
+//
+// Requests arrive from any thread (submit(): an HTTP handler's) and are answered through their
+// RequestTicket: a thread-safe channel of text pieces and one final event. The engine thread owns
+// the model (it is not re-entrant) and loops: take new requests, drop cancelled ones (their sequence
+// is freed at once), admit waiting ones, run one forward step holding every running request — each
+// its next prefill chunk or its one decode token — then sample each with its own Sampler, stream
+// through its own StreamingDecoder and stop strings, and finish those that ended. Requests join and
+// leave the batch between two forwards. A finished request's sequence is kept (up to
+// cachedSequences, least recently used go first) so that a later request whose prompt starts with
+// the same ids — the next turn of a conversation — reuses its KV cache (ChatSession's mechanism:
+// roll back to the longest common prefix, prefill only the rest).
+//
+// Policies. fcfs: admitted in arrival order; a request decodes as soon as its prefill ends. coserve
+// (CoServe §4.2, adapted to an MoE decoder): requests are prefilled ahead (at most maxBatch of them
+// waiting with their cache), which shows each one's own expert usage (its tokens' routing; a
+// conversation's earlier turns count too — never its future). When decode slots free up, the
+// prefilled requests that need the fewest expert loads given what the running batch keeps using are
+// chosen, greedily one by one; a request that has waited agingSteps forward steps goes first, so none
+// starves. Memory (CoServe §4.4): see MemorySplit (serve/memory_split.h); KV is reserved for a
+// request's whole length (prompt + max_tokens) at admission and counted by capacity; the expert
+// budget follows through ExpertRuntime::setBudget as requests come and go, and admission waits for
+// the shrunk plan to be applied (so experts + KV + activations ≤ total at every step) or waits for
+// memory to be freed.
+// Thread-safety: submit, stop, counters from any thread; the model, tokenizer and runtime are used
+// only by the engine thread while the scheduler runs. Cost: the model's forward steps; the policy is
+// O(waiting × layers × experts) per admission.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "zipmoe/chat_template.h"
+#include "zipmoe/expert_runtime.h"
+#include "zipmoe/model.h"
+#include "zipmoe/openai_request.h"
+#include "zipmoe/tokenizer.h"
+
+namespace zipmoe {
+
+enum class SchedulePolicy { Fcfs, CoServe };
+const char* schedulePolicyName(SchedulePolicy policy);      // "fcfs", "coserve"
+SchedulePolicy parseSchedulePolicy(const std::string& text);  // throws Error naming the text
+
+struct FinishInfo {
+  std::string finishReason;  // "stop" (EOS or a stop string), "length" (max_tokens or the context)
+  int promptTokens = 0;
+  int completionTokens = 0;
+  int reusedTokens = 0;      // prompt tokens found in a cached sequence
+  double timeToFirstTokenMs = 0;
+  std::vector<int32_t> tokens;  // the generated ids
+};
+
+// The channel between one request's HTTP handler and the engine thread.
+class RequestTicket {
+ public:
+  struct Event {
+    enum class Kind { Text, Finished, Failed };
+    Kind kind = Kind::Text;
+    std::string text;                 // Text
+    FinishInfo finish;                // Finished
+    std::optional<ApiError> error;    // Failed
+  };
+
+  RequestTicket(uint64_t id, std::function<void()> wakeEngine) : id_(id), wake_(std::move(wakeEngine)) {}
+  uint64_t id() const { return id_; }
+  // Waits until an event is there, the ticket is closed or `timeout` passed; moves the events into
+  // `out`. Returns false once the final event has been taken (nothing more will come).
+  bool wait(std::vector<Event>& out, std::chrono::milliseconds timeout);
+  // From any thread (the client went away): the engine drops the request and frees its sequence at
+  // its next step boundary; the ticket then closes with a Failed event.
+  void cancel();
+  bool cancelled() const;
+
+  // The engine thread's side.
+  void pushText(std::string text);
+  void finish(FinishInfo info);
+  void fail(ApiError error);
+  bool closed() const;
+
+ private:
+  void push(Event e, bool last);
+  const uint64_t id_;
+  std::function<void()> wake_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Event> events_;
+  bool closed_ = false, drained_ = false, cancelled_ = false;
+};
+
+// What the engine thread observed in one forward step (ServeOptions::onStep).
+struct StepReport {
+  uint64_t step = 0;
+  int running = 0, prefilling = 0, parked = 0, waiting = 0;
+  int tokens = 0;                 // tokens of this forward
+  uint64_t totalBudgetBytes = 0;  // 0 = no budget
+  uint64_t expertBudgetBytes = 0, expertHeldBytes = 0;  // the runtime's (0 without one)
+  uint64_t kvCapacityBytes = 0;   // MoeModel::kvCacheBytes() after the step
+  uint64_t kvReservedBytes = 0;   // the split's KV share
+  uint64_t activationBytes = 0;   // the split's reserve for one forward
+  uint64_t expertLoads = 0;       // experts fetched by this step (runtime misses)
+  uint64_t bytesRead = 0;         // bytes read by this step
+};
+
+struct ServeCounters {
+  int running = 0;          // decoding or prefilling (coserve: also prefilled, waiting for a slot)
+  int waiting = 0;          // not admitted yet
+  int cachedSequences = 0;  // finished conversations kept for prefix reuse
+  int liveSequences = 0;    // model sequences the scheduler holds (running + cached)
+  uint64_t completed = 0, cancelled = 0, failed = 0, steps = 0, generatedTokens = 0;
+  uint64_t reusedPromptTokens = 0, agedAdmissions = 0;
+  // Memory (with a budget): the most experts + KV capacity + activations held after any step, and
+  // the steps after which that sum exceeded the budget (0 unless the accounting is broken).
+  uint64_t budgetBytes = 0, peakUsedBytes = 0, overBudgetSteps = 0;
+};
+
+struct ServeOptions {
+  SchedulePolicy policy = SchedulePolicy::Fcfs;
+  int maxBatch = 8;          // requests decoding together
+  int prefillChunk = 128;    // prompt tokens of one request per forward
+  int maxStepTokens = 256;   // tokens of one forward (decode tokens first, then prefill chunks)
+  int agingSteps = 128;      // coserve: waited this many steps → admitted before any other
+  int maxQueued = 1024;      // submit() refuses with 503 beyond
+  int cachedSequences = 8;   // finished sequences kept for prefix reuse (0 = none)
+  uint64_t memoryBudget = 0; // bytes for experts + KV + activations; 0 = not accounted
+  double expertFloorShare = 0.5;
+  RequestLimits limits;      // defaultMaxTokens for requests without max_tokens
+  // On the engine thread after each forward (tests assert the budget here; benchmarks count).
+  std::function<void(const StepReport&)> onStep;
+};
+
+class ServeScheduler {
+ public:
+  // REQUIRES: model, tokenizer, chat template and runtime outlive the scheduler and are not used by
+  // any other thread while it runs. `runtime` may be null (every expert resident); a memoryBudget
+  // needs one. Throws zipmoe::Error for bad options or a budget that cannot hold the activations and
+  // the runtime's minimum. Starts the engine thread.
+  ServeScheduler(MoeModel& model, const Tokenizer& tokenizer, const ChatTemplate* chatTemplate,
+                 ExpertRuntime* runtime, ServeOptions options);
+  ~ServeScheduler();  // stop()
+  ServeScheduler(const ServeScheduler&) = delete;
+  ServeScheduler& operator=(const ServeScheduler&) = delete;
+
+  // Queues a request. Throws ApiError 503 when stopped or the queue is full. Errors found later
+  // (a prompt too long for the context, a failed forward) arrive as the ticket's Failed event.
+  std::shared_ptr<RequestTicket> submit(GenerationRequest request);
+  // Fails every request not finished (503 "shutting down"), frees every sequence, joins the engine
+  // thread. Idempotent.
+  void stop();
+  ServeCounters counters() const;
+  const ServeOptions& options() const { return options_; }
+
+ private:
+  struct Engine;  // the engine thread's state (serve_scheduler.cpp)
+  struct Shared;  // the inbox, its lock and condition variable, the published counters
+  void run();
+
+  ServeOptions options_;
+  std::shared_ptr<Shared> shared_;
+  std::unique_ptr<Engine> engine_;
+  std::thread thread_;
+};
+
+}  // namespace zipmoe

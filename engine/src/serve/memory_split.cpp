@@ -1,0 +1,52 @@
+// MemorySplit (see memory_split.h).
+#include "serve/memory_split.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "zipmoe/error.h"
+
+namespace zipmoe::serve {
+
+uint64_t activationBytes(const ModelConfig& c, int tokens, int context) {
+  const auto n = static_cast<uint64_t>(std::max(tokens, 1));
+  const auto hidden = static_cast<uint64_t>(c.hiddenSize);
+  const auto heads = static_cast<uint64_t>(std::max(c.numHeads, 1));
+  const auto headDim = static_cast<uint64_t>(std::max({c.headDim, c.qkNopeHeadDim + c.qkRopeHeadDim, c.vHeadDim, 1}));
+  const auto k = static_cast<uint64_t>(std::max(c.numExpertsPerTok, 1));
+  const auto ffn = static_cast<uint64_t>(std::max({c.moeIntermediateSize, c.intermediateSize, 1}));
+  const auto shared = static_cast<uint64_t>(std::max(c.sharedExpertIntermediateSize, 0));
+  const auto ctx = static_cast<uint64_t>(std::max(context, 1));
+  uint64_t perToken = 0;
+  perToken += 8 * hidden;                 // residual, norms, attention output, MoE input / output
+  perToken += 4 * heads * headDim;        // q, k, v, context
+  perToken += heads * ctx;                // attention scores over the context
+  perToken += 2 * k * hidden;             // the [tokens × k, hidden] contributions and gathered rows
+  perToken += 3 * k * ffn + 3 * shared;   // gate / up / act of each expert it visits
+  perToken += static_cast<uint64_t>(c.vocabSize);  // logits
+  perToken += static_cast<uint64_t>(std::max(c.numExperts, 0));  // router scores
+  return 2 * 4 * n * perToken;
+}
+
+MemorySplit::MemorySplit(uint64_t total, uint64_t activations, uint64_t expertMinimum, double expertFloorShare)
+    : total_(total), activations_(activations) {
+  if (!(expertFloorShare >= 0.0 && expertFloorShare <= 1.0))
+    throw Error("serve: the experts' floor share must be in [0, 1], got " + std::to_string(expertFloorShare));
+  if (total <= activations || total - activations < expertMinimum)
+    throw Error("serve: the memory budget of " + std::to_string(total) + " bytes cannot hold the forward's " +
+                std::to_string(activations) + " bytes of activations and the expert runtime's minimum of " +
+                std::to_string(expertMinimum) + " bytes; give at least " +
+                std::to_string(activations + expertMinimum + 1) + " bytes");
+  const uint64_t room = total - activations;
+  floor_ = std::max(expertMinimum, static_cast<uint64_t>(std::floor(static_cast<double>(room) * expertFloorShare)));
+  floor_ = std::min(floor_, room);
+}
+
+std::string MemorySplit::describe() const {
+  if (!limited()) return "no memory budget (KV cache bounded by the context window only)";
+  const auto mib = [](uint64_t b) { return std::to_string(b / 1024) + " KiB"; };
+  return "total " + mib(total_) + " = activations " + mib(activations_) + " + KV " + mib(kv_) + " + experts " +
+         mib(experts()) + " (experts' floor " + mib(floor_) + ")";
+}
+
+}  // namespace zipmoe::serve

@@ -1,0 +1,52 @@
+// MemorySplit — one total memory budget shared by the expert runtime, the KV cache and the forward's
+// activations (CoServe §4.4), as the serving scheduler moves it.
+//
+// total = activations (a fixed reserve for the largest forward the scheduler runs) + KV (by capacity:
+// every live or cached sequence's reserved tokens × bytes per token) + experts (everything else,
+// never below a floor). The floor is `expertFloorShare` of (total − activations), and at least the
+// runtime's minimum: admission of a request whose KV reservation would push the experts below it
+// waits (or evicts cached conversations) instead of running out of memory. The share is measured by
+// `zipmoe bench serve --expert-floor` (docs/SERVER.md). The activation reserve is an upper estimate
+// from the model's shapes (activationBytes), not a measurement.
+// Thread-safety: none (the scheduler's engine thread). Cost: O(1).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "zipmoe/model_config.h"
+
+namespace zipmoe::serve {
+
+// An upper estimate of the transient bytes of one forward of `tokens` tokens at context `context`:
+// hidden states and norms, q/k/v and attention scores, the MoE block's [tokens × k, hidden] buffer
+// and its experts' intermediates, the logits, in fp32, times a safety factor of 2.
+uint64_t activationBytes(const ModelConfig& config, int tokens, int context);
+
+class MemorySplit {
+ public:
+  MemorySplit() = default;  // no budget: everything fits
+  // Throws zipmoe::Error naming the figures when the budget cannot hold the activations and the
+  // experts' minimum.
+  MemorySplit(uint64_t total, uint64_t activations, uint64_t expertMinimum, double expertFloorShare);
+
+  bool limited() const { return total_ > 0; }
+  uint64_t total() const { return total_; }
+  uint64_t activations() const { return activations_; }
+  uint64_t kv() const { return kv_; }
+  uint64_t expertFloor() const { return floor_; }
+  // What the experts get with the KV cache at its current size.
+  uint64_t experts() const { return limited() ? total_ - activations_ - kv_ : 0; }
+  // The most KV bytes the split allows (experts at their floor).
+  uint64_t kvLimit() const { return limited() ? total_ - activations_ - floor_ : UINT64_MAX; }
+  bool fits(uint64_t moreKv) const { return !limited() || kv_ + moreKv <= kvLimit(); }
+  // REQUIRES: fits(bytes) for add.
+  void addKv(uint64_t bytes) { kv_ += bytes; }
+  void releaseKv(uint64_t bytes) { kv_ -= bytes < kv_ ? bytes : kv_; }
+  std::string describe() const;
+
+ private:
+  uint64_t total_ = 0, activations_ = 0, floor_ = 0, kv_ = 0;
+};
+
+}  // namespace zipmoe::serve

@@ -1,0 +1,86 @@
+// The server's JSON answers (see openai_responses.h).
+#include "serve/openai_responses.h"
+
+#include <nlohmann/json.hpp>
+
+namespace zipmoe::serve {
+
+using nlohmann::json;
+
+namespace {
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+const char* objectName(Endpoint e, bool chunk) {
+  if (e == Endpoint::Completions) return "text_completion";
+  return chunk ? "chat.completion.chunk" : "chat.completion";
+}
+
+json usage(const FinishInfo& info) {
+  return {{"prompt_tokens", info.promptTokens},
+          {"completion_tokens", info.completionTokens},
+          {"total_tokens", info.promptTokens + info.completionTokens},
+          {"prompt_tokens_details", {{"cached_tokens", info.reusedTokens}}}};
+}
+
+json chunk(Endpoint e, const ResponseIds& ids, json choice, bool withUsageField) {
+  json j = {{"id", ids.id}, {"object", objectName(e, true)}, {"created", ids.created}, {"model", ids.model},
+            {"choices", json::array({std::move(choice)})}};
+  if (withUsageField) j["usage"] = nullptr;
+  return j;
+}
+
+json choice(Endpoint e, json delta, const std::string& text, json finish) {
+  if (e == Endpoint::Completions)
+    return {{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", std::move(finish)}};
+  return {{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", std::move(finish)}};
+}
+
+}  // namespace
+
+std::string completionJson(Endpoint e, const ResponseIds& ids, const std::string& text, const FinishInfo& info) {
+  json c = e == Endpoint::Completions
+               ? json{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", info.finishReason}}
+               : json{{"index", 0},
+                      {"message", {{"role", "assistant"}, {"content", text}}},
+                      {"logprobs", nullptr},
+                      {"finish_reason", info.finishReason}};
+  return dump({{"id", ids.id},
+               {"object", objectName(e, false)},
+               {"created", ids.created},
+               {"model", ids.model},
+               {"choices", json::array({c})},
+               {"usage", usage(info)}});
+}
+
+std::string openingChunk(Endpoint e, const ResponseIds& ids, bool withUsageField) {
+  return dump(chunk(e, ids, choice(e, {{"role", "assistant"}, {"content", ""}}, "", nullptr), withUsageField));
+}
+
+std::string textChunk(Endpoint e, const ResponseIds& ids, const std::string& text, bool withUsageField) {
+  return dump(chunk(e, ids, choice(e, {{"content", text}}, text, nullptr), withUsageField));
+}
+
+std::string closingChunk(Endpoint e, const ResponseIds& ids, const FinishInfo& info, bool withUsageField) {
+  return dump(chunk(e, ids, choice(e, json::object(), "", info.finishReason), withUsageField));
+}
+
+std::string usageChunk(Endpoint e, const ResponseIds& ids, const FinishInfo& info) {
+  return dump({{"id", ids.id},
+               {"object", objectName(e, true)},
+               {"created", ids.created},
+               {"model", ids.model},
+               {"choices", json::array()},
+               {"usage", usage(info)}});
+}
+
+std::string modelJson(const std::string& model, int64_t created) {
+  return dump({{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "zipmoe"}});
+}
+
+std::string modelListJson(const std::string& model, int64_t created) {
+  return dump({{"object", "list"},
+               {"data", json::array({json{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "zipmoe"}}})}});
+}
+
+}  // namespace zipmoe::serve

@@ -1,0 +1,324 @@
+// OpenAiServer (see zipmoe/openai_server.h): cpp-httplib routes around the scheduler's tickets.
+#include "zipmoe/openai_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "serve/openai_responses.h"
+#include "zipmoe/error.h"
+
+namespace zipmoe {
+
+using Event = RequestTicket::Event;
+
+namespace {
+
+constexpr auto kPoll = std::chrono::milliseconds(100);
+constexpr const char* kJson = "application/json";
+
+int64_t unixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void sendError(httplib::Response& res, const ApiError& e) {
+  res.status = e.status();
+  res.set_content(e.toJson(), kJson);
+}
+
+bool sameKey(const std::string& a, const std::string& b) {  // constant time in the key's length
+  unsigned diff = a.size() == b.size() ? 0u : 1u;
+  for (size_t i = 0; i < b.size(); ++i) diff |= static_cast<unsigned>(static_cast<unsigned char>(i < a.size() ? a[i] : 0) ^ static_cast<unsigned char>(b[i]));
+  return diff == 0;
+}
+
+// A stream's state, shared by httplib's content provider and its releaser.
+struct Stream {
+  std::shared_ptr<RequestTicket> ticket;
+  Endpoint endpoint = Endpoint::ChatCompletions;
+  serve::ResponseIds ids;
+  bool includeUsage = false;
+  bool opened = false, ended = false;
+  std::chrono::steady_clock::time_point lastWrite = std::chrono::steady_clock::now();
+};
+
+bool sendEvent(httplib::DataSink& sink, const std::string& payload) {
+  const std::string frame = "data: " + payload + "\n\n";
+  return sink.write(frame.data(), frame.size());
+}
+
+}  // namespace
+
+struct OpenAiServer::Impl {
+  ServeScheduler& scheduler;
+  ServerOptions options;
+  httplib::Server server;
+  std::thread listener;
+  std::atomic<bool> stopping{false};
+  std::atomic<uint64_t> nextResponse{1};
+  int port = 0;
+  const int64_t created = unixNow();
+
+  Impl(ServeScheduler& s, ServerOptions o) : scheduler(s), options(std::move(o)) {}
+
+  void routes() {
+    const int threads = std::max(options.maxConnections, 4);
+    server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+    server.set_payload_max_length(options.maxBodyBytes);
+    server.set_keep_alive_timeout(2);
+    server.set_read_timeout(10, 0);
+
+    server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (options.apiKey.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+      const std::string auth = req.get_header_value("Authorization");
+      if (auth.empty()) {
+        sendError(res, ApiError(401, "invalid_request_error",
+                                "You didn't provide an API key: send it as 'Authorization: Bearer KEY'.", {},
+                                "invalid_api_key"));
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (auth.rfind("Bearer ", 0) != 0 || !sameKey(auth.substr(7), options.apiKey)) {
+        sendError(res, ApiError(401, "invalid_request_error", "Incorrect API key provided.", {}, "invalid_api_key"));
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+
+    server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      if (res.status == 413) {
+        sendError(res, ApiError(413, "invalid_request_error",
+                                "The request body is larger than this server accepts (" +
+                                    std::to_string(options.maxBodyBytes) + " bytes).",
+                                "body", "request_too_large"));
+      } else if (res.status == 404) {
+        sendError(res, ApiError(404, "invalid_request_error", "Unknown request URL: " + req.method + " " + req.path + ".",
+                                {}, "unknown_url"));
+      } else {
+        sendError(res, ApiError(res.status, res.status >= 500 ? "server_error" : "invalid_request_error",
+                                "The request failed with HTTP status " + std::to_string(res.status) + "."));
+      }
+    });
+
+    server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      try {
+        if (ep) std::rethrow_exception(ep);
+      } catch (const ApiError& e) {
+        sendError(res, e);
+        return;
+      } catch (const std::exception& e) {
+        sendError(res, ApiError(500, "server_error", std::string("Internal error: ") + e.what()));
+        return;
+      } catch (...) {
+      }
+      sendError(res, ApiError(500, "server_error", "Internal error."));
+    });
+
+    server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      const ServeCounters c = scheduler.counters();
+      const nlohmann::json j = {{"status", stopping ? "stopping" : "ok"},
+                                {"model", options.modelId},
+                                {"schedule", schedulePolicyName(scheduler.options().policy)},
+                                {"running", c.running},
+                                {"waiting", c.waiting},
+                                {"cached_sequences", c.cachedSequences},
+                                {"live_sequences", c.liveSequences},
+                                {"completed", c.completed},
+                                {"cancelled", c.cancelled},
+                                {"failed", c.failed},
+                                {"steps", c.steps},
+                                {"generated_tokens", c.generatedTokens},
+                                {"reused_prompt_tokens", c.reusedPromptTokens},
+                                {"aged_admissions", c.agedAdmissions},
+                                {"memory",
+                                 {{"budget_bytes", c.budgetBytes},
+                                  {"peak_used_bytes", c.peakUsedBytes},
+                                  {"over_budget_steps", c.overBudgetSteps}}}};
+      res.set_content(j.dump(), kJson);
+    });
+    server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(serve::modelListJson(options.modelId, created), kJson);
+    });
+    server.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      const std::string id = req.matches[1];
+      if (id != options.modelId) {
+        sendError(res, ApiError(404, "invalid_request_error", "The model '" + id + "' does not exist.", "model",
+                                "model_not_found"));
+        return;
+      }
+      res.set_content(serve::modelJson(options.modelId, created), kJson);
+    });
+    server.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      generate(Endpoint::ChatCompletions, req, res);
+    });
+    server.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      generate(Endpoint::Completions, req, res);
+    });
+  }
+
+  void generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+    GenerationRequest request;
+    try {
+      request = parseGenerationRequest(endpoint, req.body);
+      if (request.model != options.modelId)
+        throw ApiError(404, "invalid_request_error",
+                       "The model '" + request.model + "' does not exist; this server serves '" + options.modelId + "'.",
+                       "model", "model_not_found");
+    } catch (const ApiError& e) {
+      sendError(res, e);
+      return;
+    }
+    const bool stream = request.stream;
+    const bool includeUsage = request.includeUsage;
+    std::shared_ptr<RequestTicket> ticket;
+    try {
+      ticket = scheduler.submit(std::move(request));
+    } catch (const ApiError& e) {
+      sendError(res, e);
+      return;
+    }
+    serve::ResponseIds ids{std::string(endpoint == Endpoint::Completions ? "cmpl-" : "chatcmpl-") +
+                               std::to_string(created) + "-" + std::to_string(nextResponse++),
+                           unixNow(), options.modelId};
+    if (!stream) {
+      answerWhole(endpoint, ids, ticket, res);
+      return;
+    }
+    auto state = std::make_shared<Stream>();
+    state->ticket = ticket;
+    state->endpoint = endpoint;
+    state->ids = ids;
+    state->includeUsage = includeUsage;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, state](size_t, httplib::DataSink& sink) { return pump(*state, sink); },
+        [state](bool success) {
+          if (!success || !state->ended) state->ticket->cancel();  // the client went away: free its sequence
+        });
+  }
+
+  // A non-streaming request: waits for the whole reply (or for the server to stop).
+  void answerWhole(Endpoint endpoint, const serve::ResponseIds& ids, const std::shared_ptr<RequestTicket>& ticket,
+                   httplib::Response& res) {
+    std::string text;
+    std::vector<Event> events;
+    for (;;) {
+      events.clear();
+      const bool more = ticket->wait(events, kPoll);
+      for (Event& e : events) {
+        if (e.kind == Event::Kind::Text) {
+          text += e.text;
+        } else if (e.kind == Event::Kind::Failed) {
+          sendError(res, *e.error);
+          return;
+        } else {
+          res.set_content(serve::completionJson(endpoint, ids, text, e.finish), kJson);
+          return;
+        }
+      }
+      if (!more) break;
+      if (stopping) ticket->cancel();
+    }
+    sendError(res, ApiError(503, "server_error", "The server is shutting down.", {}, "shutting_down"));
+  }
+
+  // One call of httplib's content provider: waits a little for events and writes them.
+  bool pump(Stream& s, httplib::DataSink& sink) {
+    const auto wrote = [&](bool ok) {
+      if (ok) s.lastWrite = std::chrono::steady_clock::now();
+      return ok;
+    };
+    if (!s.opened) {
+      s.opened = true;
+      if (!wrote(sendEvent(sink, serve::openingChunk(s.endpoint, s.ids, s.includeUsage)))) return false;
+    }
+    std::vector<Event> events;
+    const bool more = s.ticket->wait(events, kPoll);
+    for (Event& e : events) {
+      bool ok = true;
+      if (e.kind == Event::Kind::Text) {
+        ok = sendEvent(sink, serve::textChunk(s.endpoint, s.ids, e.text, s.includeUsage));
+      } else if (e.kind == Event::Kind::Failed) {
+        s.ended = true;
+        ok = sendEvent(sink, e.error->toJson());
+        if (ok) sink.done();
+        return ok;
+      } else {
+        s.ended = true;
+        ok = sendEvent(sink, serve::closingChunk(s.endpoint, s.ids, e.finish, s.includeUsage));
+        if (ok && s.includeUsage) ok = sendEvent(sink, serve::usageChunk(s.endpoint, s.ids, e.finish));
+        if (ok) ok = sink.write("data: [DONE]\n\n", 14);
+        if (ok) sink.done();
+        return ok;
+      }
+      if (!wrote(ok)) return false;  // the client is gone (the releaser cancels)
+    }
+    if (!more) {  // closed without a final event taken here: nothing more will come
+      s.ended = true;
+      sink.done();
+      return true;
+    }
+    if (stopping) {
+      s.ticket->cancel();
+      return true;  // the ticket closes with a Failed event, written next time
+    }
+    if (std::chrono::steady_clock::now() - s.lastWrite >= std::chrono::milliseconds(options.heartbeatMs)) {
+      static constexpr char kBeat[] = ": keep-alive\n\n";
+      if (!wrote(sink.write(kBeat, sizeof kBeat - 1))) return false;
+    }
+    return true;
+  }
+};
+
+OpenAiServer::OpenAiServer(ServeScheduler& scheduler, ServerOptions options)
+    : impl_(std::make_unique<Impl>(scheduler, std::move(options))) {
+  impl_->routes();
+}
+
+OpenAiServer::~OpenAiServer() { stop(); }
+
+int OpenAiServer::start() {
+  Impl& m = *impl_;
+  if (m.listener.joinable()) return m.port;
+  const std::string where = m.options.host + ":" + std::to_string(m.options.port);
+  if (m.options.port == 0) {
+    m.port = m.server.bind_to_any_port(m.options.host);
+    if (m.port <= 0) throw Error("serve: cannot bind " + where + " (any free port)");
+  } else {
+    if (m.options.port < 0 || m.options.port > 65535) throw Error("serve: port " + std::to_string(m.options.port) + " is out of range");
+    if (!m.server.bind_to_port(m.options.host, m.options.port))
+      throw Error("serve: cannot bind " + where + " (in use, or the host is not an address of this machine)");
+    m.port = m.options.port;
+  }
+  m.listener = std::thread([&m] { m.server.listen_after_bind(); });
+  return m.port;
+}
+
+void OpenAiServer::stop() {
+  Impl& m = *impl_;
+  m.stopping = true;
+  if (m.listener.joinable()) {
+    m.server.stop();
+    m.listener.join();
+  }
+}
+
+int OpenAiServer::port() const { return impl_->port; }
+const ServerOptions& OpenAiServer::options() const { return impl_->options; }
+
+std::string generateApiKey() {
+  std::random_device rd;
+  std::string key = "zm-";
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i) key += kHex[rd() % 16];
+  return key;
+}
+
+}  // namespace zipmoe

@@ -1,0 +1,254 @@
+// `zipmoe serve` with real clients: the server runs as its own process on a free loopback port
+// (--port 0; it prints the port), and is spoken to by curl and by Python's http.client
+// (tests/app/serve/sse_client.py, which parses the server-sent events). Checks: /v1/models lists the
+// model; a wrong or missing key gets 401; malformed JSON, an unknown model, an oversized body and a
+// negative max_tokens get OpenAI-style 4xx errors naming the field; streaming and non-streaming
+// replies equal the same request run alone on the engine in this process (greedy, fp32: tokens
+// equal, so the texts are equal); 8 concurrent streaming clients all complete with their lone
+// answers; a client killed mid-stream leaves no sequence behind; SIGTERM shuts the server down
+// cleanly (exit status 0, every thread joined). Skips when curl or python3 is missing.
+#include <QProcess>
+#include <QStandardPaths>
+#include <QtTest>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "test_support.h"
+#include "zipmoe/engine.h"
+#include "zipmoe/generator.h"
+
+using namespace zipmoe;
+using nlohmann::json;
+
+namespace {
+
+const QString kKey = "test-key-123";
+std::filesystem::path demoModel() { return std::filesystem::path(ZIPMOE_SOURCE_DIR) / "resources/demo-model"; }
+QString clientScript() { return QString(ZIPMOE_SOURCE_DIR) + "/tests/app/serve/sse_client.py"; }
+
+struct Reply {
+  int code = 0;  // HTTP status
+  std::string body;
+};
+
+}  // namespace
+
+class TestServeHttp : public QObject {
+  Q_OBJECT
+
+ private:
+  QProcess server_;
+  int port_ = 0;
+  std::unique_ptr<Engine> engine_;
+
+  // curl ARGS… → status and body (the status comes last on stdout, after a newline).
+  Reply curl(QStringList args) {
+    QProcess p;
+    args = QStringList{"-sS", "--max-time", "600", "-w", "\n%{http_code}"} + args;
+    p.start("curl", args);
+    if (!p.waitForFinished(-1)) return {};
+    const std::string out = p.readAllStandardOutput().toStdString();
+    const size_t nl = out.rfind('\n');
+    Reply r;
+    r.body = nl == std::string::npos ? std::string() : out.substr(0, nl);
+    r.code = std::atoi(out.substr(nl == std::string::npos ? 0 : nl + 1).c_str());
+    return r;
+  }
+  QString url(const QString& path) const { return QString("http://127.0.0.1:%1%2").arg(port_).arg(path); }
+  Reply post(const QString& path, const std::string& body, const QString& key = kKey) {
+    QStringList a = {"-H", "Content-Type: application/json", "--data-binary", QString::fromStdString(body), url(path)};
+    if (!key.isEmpty()) a = QStringList{"-H", "Authorization: Bearer " + key} + a;
+    return curl(a);
+  }
+  json python(const QStringList& args) {
+    QProcess p;
+    p.start("python3", QStringList{clientScript()} + args);
+    if (!p.waitForFinished(-1)) return json();
+    const QByteArray out = p.readAllStandardOutput();
+    if (p.exitCode() != 0) qWarning("sse_client.py: %s", p.readAllStandardError().constData());
+    return json::parse(out.toStdString(), nullptr, false);
+  }
+  json health() { return json::parse(curl({url("/health")}).body, nullptr, false); }
+
+  // The reply this process's engine gives to the conversation alone (greedy).
+  std::string alone(const std::vector<ChatMessage>& messages, int maxTokens) {
+    const auto ids = engine_->tokenizer().encode(engine_->chatTemplate()->render(messages, true), false);
+    SamplingParams p;
+    p.temperature = 0;
+    p.maxTokens = maxTokens;
+    return generate(engine_->model(), engine_->tokenizer(), ids, p, {}).text;
+  }
+  static json chatBody(const std::string& user, int maxTokens, bool stream) {
+    json b = {{"model", "demo-model"},
+              {"messages", json::array({json{{"role", "user"}, {"content", user}}})},
+              {"max_tokens", maxTokens},
+              {"temperature", 0},
+              {"stream", stream}};
+    if (stream) b["stream_options"] = {{"include_usage", true}};
+    return b;
+  }
+
+ private Q_SLOTS:
+  void initTestCase() {
+    if (QStandardPaths::findExecutable("curl").isEmpty()) QSKIP("curl is not installed (scripts/deps.sh)");
+    if (QStandardPaths::findExecutable("python3").isEmpty()) QSKIP("python3 is not installed (scripts/deps.sh)");
+    if (!std::filesystem::exists(demoModel() / "config.json")) QSKIP("resources/demo-model is absent");
+    EngineOptions o;
+    o.model.dtype = ComputeDtype::Float32;
+    engine_ = Engine::open(demoModel(), o);
+    server_.setProcessChannelMode(QProcess::SeparateChannels);
+    server_.start(ZIPMOE_CLI_PATH, {"serve", QString::fromStdString(demoModel().string()), "--port", "0", "--api-key",
+                                    kKey, "--dtype", "fp32", "--max-batch", "8", "--prefill-chunk", "16",
+                                    "--max-body", "64K"});
+    QVERIFY(server_.waitForStarted(-1));
+    // The port comes on stdout once the server listens.
+    QByteArray out;
+    while (!out.contains('\n')) {
+      QVERIFY2(server_.state() == QProcess::Running, server_.readAllStandardError().constData());
+      server_.waitForReadyRead(1000);
+      out += server_.readAllStandardOutput();
+    }
+    const qsizetype colon = out.lastIndexOf(':', out.indexOf(" (model"));
+    port_ = out.mid(colon + 1, out.indexOf(' ', colon) - colon - 1).toInt();
+    QVERIFY2(port_ > 0, out.constData());
+    QVERIFY2(out.contains("http://127.0.0.1:"), "binds loopback by default");
+  }
+
+  void cleanupTestCase() {
+    if (server_.state() == QProcess::Running) {
+      server_.kill();
+      server_.waitForFinished(-1);
+    }
+  }
+
+  void modelsAndHealth() {
+    const Reply r = curl({"-H", "Authorization: Bearer " + kKey, url("/v1/models")});
+    QCOMPARE(r.code, 200);
+    const json j = json::parse(r.body);
+    QCOMPARE(j["object"], "list");
+    QCOMPARE(j["data"][0]["id"], "demo-model");
+    QCOMPARE(curl({url("/health")}).code, 200);  // no key needed
+  }
+
+  void keysAreChecked() {
+    Reply r = curl({url("/v1/models")});
+    QCOMPARE(r.code, 401);
+    QCOMPARE(json::parse(r.body)["error"]["code"], "invalid_api_key");
+    r = curl({"-H", "Authorization: Bearer wrong", url("/v1/models")});
+    QCOMPARE(r.code, 401);
+    r = post("/v1/chat/completions", chatBody("hi", 4, false).dump(), "wrong");
+    QCOMPARE(r.code, 401);
+  }
+
+  void badRequestsNameTheField_data() {
+    QTest::addColumn<QString>("body");
+    QTest::addColumn<int>("status");
+    QTest::addColumn<QString>("param");
+    QTest::newRow("malformed JSON") << "{\"model\": \"demo-model\", " << 400 << "body";
+    QTest::newRow("unknown model")
+        << R"({"model":"gpt-4","messages":[{"role":"user","content":"hi"}]})" << 404 << "model";
+    QTest::newRow("negative max_tokens")
+        << R"({"model":"demo-model","messages":[{"role":"user","content":"hi"}],"max_tokens":-3})" << 400 << "max_tokens";
+    QTest::newRow("oversized body")
+        << QString(R"({"model":"demo-model","messages":[{"role":"user","content":"%1"}]})").arg(QString(70000, 'a'))
+        << 413 << "body";
+  }
+  void badRequestsNameTheField() {
+    QFETCH(QString, body);
+    QFETCH(int, status);
+    QFETCH(QString, param);
+    const Reply r = post("/v1/chat/completions", body.toStdString());
+    QCOMPARE(r.code, status);
+    const json e = json::parse(r.body, nullptr, false);
+    QVERIFY2(e.contains("error"), r.body.c_str());
+    QCOMPARE(QString::fromStdString(e["error"]["param"].get<std::string>()), param);
+    QVERIFY(e["error"]["message"].is_string());
+    QVERIFY(e["error"]["type"].is_string());
+  }
+
+  void repliesEqualTheLoneRun() {
+    const std::string question = "ROMEO: what news from Mantua?";
+    const std::string expected = alone({{"user", question}}, 30);
+    // Non-streaming (curl).
+    const Reply r = post("/v1/chat/completions", chatBody(question, 30, false).dump());
+    QCOMPARE(r.code, 200);
+    const json j = json::parse(r.body);
+    QCOMPARE(j["object"], "chat.completion");
+    QCOMPARE(j["choices"][0]["message"]["content"].get<std::string>(), expected);
+    QCOMPARE(j["usage"]["completion_tokens"].get<int>() + j["usage"]["prompt_tokens"].get<int>(),
+             j["usage"]["total_tokens"].get<int>());
+    // Streaming (Python's http.client, SSE ending in [DONE], usage in the last chunk).
+    const json s = python({"stream", QString::number(port_), kKey, QString::fromStdString(chatBody(question, 30, true).dump())});
+    QCOMPARE(s["status"], 200);
+    QVERIFY(s["done"].get<bool>());
+    QCOMPARE(s["content"].get<std::string>(), expected);
+    QVERIFY(s["usage"].is_object());
+    QCOMPARE(s["usage"]["completion_tokens"], j["usage"]["completion_tokens"]);
+    // The same prompt again: its prefix is found in the cache.
+    QVERIFY(s["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>() > 0);
+    // /v1/completions too.
+    const Reply c = post("/v1/completions", R"({"model":"demo-model","prompt":"JULIET:","max_tokens":12,"temperature":0})");
+    QCOMPARE(c.code, 200);
+    SamplingParams p;
+    p.temperature = 0;
+    p.maxTokens = 12;
+    QCOMPARE(json::parse(c.body)["choices"][0]["text"].get<std::string>(),
+             generate(engine_->model(), engine_->tokenizer(), engine_->tokenizer().encode("JULIET:", true), p, {}).text);
+  }
+
+  void eightConcurrentStreams() {
+    json bodies = json::array();
+    std::vector<std::string> expected;
+    for (int i = 0; i < 8; ++i) {
+      const std::string q = "Citizen " + std::to_string(i) + ": speak, speak.";
+      bodies.push_back(chatBody(q, 20, true));
+      expected.push_back(alone({{"user", q}}, 20));
+    }
+    const uint64_t stepsBefore = health()["steps"].get<uint64_t>();
+    const json results = python({"concurrent", QString::number(port_), kKey, QString::fromStdString(bodies.dump())});
+    QVERIFY2(results.is_array() && results.size() == 8, results.dump().c_str());
+    for (size_t i = 0; i < 8; ++i) {
+      QVERIFY2(results[i]["status"] == 200 && results[i]["done"].get<bool>(), results[i].dump().c_str());
+      QCOMPARE(results[i]["content"].get<std::string>(), expected[i]);
+    }
+    // Batched: far fewer forward steps than the 8 × 20 tokens one at a time.
+    const uint64_t steps = health()["steps"].get<uint64_t>() - stepsBefore;
+    QVERIFY2(steps < 8 * 20, qPrintable(QString("%1 steps for 8 × 20 tokens").arg(steps)));
+  }
+
+  void killedClientLeavesNoSequence() {
+    const uint64_t cancelledBefore = health()["cancelled"].get<uint64_t>();
+    QProcess client;
+    client.start("python3", {clientScript(), "hang", QString::number(port_), kKey,
+                             QString::fromStdString(chatBody("Tell me a long story.", 240, true).dump())});
+    QVERIFY(client.waitForStarted(-1));
+    QByteArray out;
+    while (!out.contains("STREAMING")) {
+      QVERIFY2(client.state() == QProcess::Running, client.readAllStandardError().constData());
+      client.waitForReadyRead(1000);
+      out += client.readAllStandardOutput();
+    }
+    client.kill();  // SIGKILL mid-stream: the socket closes under the server
+    client.waitForFinished(-1);
+    // The server notices at its next write and the scheduler frees the sequence at its next step.
+    QTRY_VERIFY_WITH_TIMEOUT(health()["cancelled"].get<uint64_t>() == cancelledBefore + 1, 600000);
+    const json h = health();
+    QCOMPARE(h["running"].get<int>(), 0);
+    QCOMPARE(h["live_sequences"].get<int>(), h["cached_sequences"].get<int>());
+  }
+
+  void sigtermShutsDownCleanly() {
+    server_.terminate();  // SIGTERM
+    QVERIFY(server_.waitForFinished(-1));
+    QCOMPARE(server_.exitStatus(), QProcess::NormalExit);
+    const QByteArray err = server_.readAllStandardError();
+    QVERIFY2(server_.exitCode() == 0, err.constData());
+    QVERIFY2(err.contains("SIGTERM received, shutting down"), err.constData());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestServeHttp)
+#include "test_serve_http.moc"

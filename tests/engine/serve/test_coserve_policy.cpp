@@ -1,0 +1,92 @@
+// The CoServe policy's pieces and the memory split: a request's own observed usage, the batch's
+// warm experts, the group with the fewest expected loads, the aging bound, the split's arithmetic.
+#include <QtTest>
+
+#include "serve/coserve_policy.h"
+#include "serve/memory_split.h"
+#include "zipmoe/error.h"
+
+using namespace zipmoe;
+using namespace zipmoe::serve;
+
+class TestCoservePolicy : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void usageIsObservedShare() {
+    UsageProfile u(2, 4);
+    QVERIFY(u.empty());
+    const std::vector<int32_t> ids = {0, 1, 0, 2};  // two tokens, k = 2
+    u.observe(0, ids, 2);
+    u.observe(1, ids, 2);
+    QVERIFY(!u.empty());
+    QCOMPARE(u.probability(0, 0), 1.0);
+    QCOMPARE(u.probability(0, 1), 0.5);
+    QCOMPARE(u.probability(0, 3), 0.0);
+  }
+
+  void footprintDecays() {
+    BatchFootprint f(1, 4, 1);
+    const std::vector<int32_t> ids = {2};
+    f.observe(0, ids);
+    QVERIFY(f.warm(0, 2));
+    f.endStep();  // half
+    QVERIFY(!f.warm(0, 2));
+  }
+
+  void fewestLoadsFirst() {
+    BatchFootprint f(1, 4);
+    const std::vector<int32_t> warm = {0, 1};
+    f.observe(0, warm);  // the batch uses experts 0 and 1
+    UsageProfile onWarm(1, 4), onCold(1, 4), unknown;
+    const std::vector<int32_t> a = {0, 1}, b = {2, 3};
+    onWarm.observe(0, a, 2);
+    onCold.observe(0, b, 2);
+    const std::vector<Candidate> c = {{&onCold, 3}, {&unknown, 2}, {&onWarm, 1}};
+    const auto order = chooseGroup(c, f, 3, 100, 2);
+    QCOMPARE(order.size(), size_t{3});
+    QCOMPARE(order[0], size_t{2});  // needs nothing new
+    // Then: the unknown one expects 2 × (2 open / 4) = 1 load; the cold one 2.
+    QCOMPARE(order[1], size_t{1});
+    QCOMPARE(order[2], size_t{0});
+    std::vector<char> covered = {1, 1, 0, 0};
+    QCOMPARE(expectedLoads(onCold, covered, 1, 4, 2), 2.0);
+    QCOMPARE(expectedLoads(onWarm, covered, 1, 4, 2), 0.0);
+  }
+
+  void agingGoesFirst() {
+    BatchFootprint f(1, 4);
+    const std::vector<int32_t> warm = {0, 1};
+    f.observe(0, warm);
+    UsageProfile onWarm(1, 4), onCold(1, 4);
+    const std::vector<int32_t> a = {0, 1}, b = {2, 3};
+    onWarm.observe(0, a, 2);
+    onCold.observe(0, b, 2);
+    const std::vector<Candidate> c = {{&onWarm, 1}, {&onCold, 40}};
+    uint64_t aged = 0;
+    const auto order = chooseGroup(c, f, 1, 32, 2, &aged);
+    QCOMPARE(order.size(), size_t{1});
+    QCOMPARE(order[0], size_t{1});  // waited past the bound: first, though it needs two loads
+    QCOMPARE(aged, uint64_t{1});
+    QCOMPARE(chooseGroup(c, f, 1, 64, 2)[0], size_t{0});  // below the bound: the cheap one
+  }
+
+  void splitArithmetic() {
+    MemorySplit s(1000, 100, 200, 0.5);  // room 900, floor max(200, 450)
+    QCOMPARE(s.expertFloor(), uint64_t{450});
+    QCOMPARE(s.kvLimit(), uint64_t{450});
+    QCOMPARE(s.experts(), uint64_t{900});
+    QVERIFY(s.fits(450));
+    QVERIFY(!s.fits(451));
+    s.addKv(300);
+    QCOMPARE(s.experts(), uint64_t{600});
+    QCOMPARE(s.activations() + s.kv() + s.experts(), s.total());
+    s.releaseKv(300);
+    QCOMPARE(s.kv(), uint64_t{0});
+    QVERIFY(!MemorySplit().limited());
+    QVERIFY_THROWS_EXCEPTION(Error, MemorySplit(250, 100, 200, 0.5));  // cannot hold activations + minimum
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCoservePolicy)
+#include "test_coserve_policy.moc"
