@@ -14,7 +14,20 @@
 
 namespace zipmoe::cli {
 
+namespace {
+
+// The 1-, 5- and 15-minute load averages: how busy the (shared) machine was.
+std::string loadAverage() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+}  // namespace
+
 int runPlanCheck(const PlanCheckSettings& s, BudgetAdvisorInputs in) {
+  const std::string loadBefore = loadAverage();
   WorkloadSpec spec;
   spec.label = "plan-check";
   spec.hf = s.hf;
@@ -24,7 +37,6 @@ int runPlanCheck(const PlanCheckSettings& s, BudgetAdvisorInputs in) {
   in.profile = workload->profile();
   const auto store = Store::open(s.store);
   const Manifest& m = store->manifest();
-  const int k = static_cast<int>(m.config->value("num_experts_per_tok", 1));
 
   RunSettings run;
   run.prompts = {0};
@@ -35,35 +47,36 @@ int runPlanCheck(const PlanCheckSettings& s, BudgetAdvisorInputs in) {
   base.pools = in.pools;
   base.decompressWorkers = in.decompressWorkers;
   base.history = in.counts;
-  const BenchSystem resident = parseBenchSystem("resident", base, s.hf);
   const BenchSystem zipmoe = parseBenchSystem("zipmoe", base, s.hf);
   std::fprintf(stderr, "plan --check: %s; warming up\n", workload->describe().c_str());
   workload->warmUp({zipmoe}, budgetBytes(s.budgets.front(), workload->expertBytes()), run);
 
-  // The dense part, from the all-resident run: its TPOT less k FFNs per MoE layer, its TTFT less the
-  // prefill's FFNs (every expert computed once with its share of the prompt's tokens, at most).
-  const RunResult ref = workload->run(resident, 0, run);
-  const double p = in.profile.expertCompute(1), layers = m.numLayers();
-  const double dense = ref.tpotMs / 1e3 - layers * k * p;
-  const double prefillFfn = layers * (std::min<double>(m.numExperts, s.promptTokens * k) * in.profile.computeBase +
-                                      in.profile.computePerToken * s.promptTokens * k);
-  const double densePrefill = (ref.ttftMs / 1e3 - prefillFfn) / s.promptTokens;
-  if (!(dense > 0) || !(densePrefill > 0))
-    throw Error("plan --check: the resident run (TPOT " + std::to_string(ref.tpotMs) + " ms, TTFT " + std::to_string(ref.ttftMs) +
-                " ms) leaves no time for the dense part next to the profile's FFN; re-measure the profile");
-  in.denseSecondsPerToken = dense;
-  in.densePrefillSecondsPerToken = densePrefill;
+  // The dense part, as the app measures it: the runtime's time between expert batches per step, from
+  // a run at the calibration budget (not one of those compared). Its prefill share per prompt token
+  // is that run's TTFT less the predicted prefill of the experts at that budget.
+  const uint64_t calibrationBytes = budgetBytes(s.calibrationBudget, workload->expertBytes());
+  const RunResult cal = workload->run(zipmoe, calibrationBytes, run);
+  if (cal.skipped) throw Error("plan --check: the calibration run at " + std::to_string(s.calibrationBudget) + " % failed: " + cal.skipReason);
+  const double layers = m.numLayers();
+  in.observed = workload->observed();  // what the runtimes below open with
   in.promptTokens = s.promptTokens;
-  std::printf("resident reference: TPOT %.1f ms, TTFT %.1f ms -> dense %.1f ms per token, %.2f ms per prompt token\n",
-              ref.tpotMs, ref.ttftMs, dense * 1e3, densePrefill * 1e3);
-  const BudgetAdvisor advisor(*store, in);
+  in.denseSecondsPerToken = cal.denseMsPerStep / 1e3;
+  in.densePrefillSecondsPerToken = 0;
+  const double prefillExperts = BudgetAdvisor(*store, in).predict(calibrationBytes).ttftSeconds;
+  const double dense = in.denseSecondsPerToken;
+  const double densePrefill = std::max(0.0, (cal.ttftMs / 1e3 - prefillExperts) / s.promptTokens);
+  in.densePrefillSecondsPerToken = densePrefill;
+  std::printf("calibration at %d %%: TPOT %.1f ms, TTFT %.1f ms; dense %.1f ms per step (runtime), %.2f ms per prompt token\n",
+              s.calibrationBudget, cal.tpotMs, cal.ttftMs, dense * 1e3, densePrefill * 1e3);
 
   std::printf("%7s %12s %12s %8s %12s %12s %8s %6s\n", "budget", "TPOT pred", "TPOT meas", "error", "TTFT pred", "TTFT meas",
               "error", "hit %");
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (int pct : s.budgets) {
     const uint64_t bytes = budgetBytes(pct, workload->expertBytes());
-    const BudgetPrediction pred = advisor.predict(bytes);
+    // Predicted with what the runtime about to run opens with (the costs the runs so far observed).
+    in.observed = workload->observed();
+    const BudgetPrediction pred = BudgetAdvisor(*store, in).predict(bytes);
     const RunResult meas = workload->run(zipmoe, bytes, run);
     if (meas.skipped || !pred.feasible) {
       std::printf("%6d%%  skipped: %s\n", pct, meas.skipped ? meas.skipReason.c_str() : "below the working set");
@@ -72,13 +85,18 @@ int runPlanCheck(const PlanCheckSettings& s, BudgetAdvisorInputs in) {
     const double tpotErr = (pred.tpotSeconds * 1e3 - meas.tpotMs) / meas.tpotMs;
     const double ttftErr = (pred.ttftSeconds * 1e3 - meas.ttftMs) / meas.ttftMs;
     const double hit = 100.0 - meas.missPercent;
-    std::printf("%6d%% %9.1f ms %9.1f ms %+7.1f%% %9.1f ms %9.1f ms %+7.1f%% %6.1f\n", pct, pred.tpotSeconds * 1e3, meas.tpotMs,
-                tpotErr * 100, pred.ttftSeconds * 1e3, meas.ttftMs, ttftErr * 100, hit);
+    const double rawErr = (pred.uncalibratedTpotSeconds * 1e3 - meas.tpotMs) / meas.tpotMs;
+    std::printf("%6d%% %9.1f ms %9.1f ms %+7.1f%% %9.1f ms %9.1f ms %+7.1f%% %6.1f   (uncalibrated TPOT %.1f ms, %+.1f%%; ratio %.2f)\n",
+                pct, pred.tpotSeconds * 1e3, meas.tpotMs, tpotErr * 100, pred.ttftSeconds * 1e3, meas.ttftMs, ttftErr * 100,
+                hit, pred.uncalibratedTpotSeconds * 1e3, rawErr * 100, pred.calibration);
     rows.push_back({{"budget_percent", pct},
                     {"budget_bytes", bytes},
                     {"predicted_tpot_ms", pred.tpotSeconds * 1e3},
                     {"measured_tpot_ms", meas.tpotMs},
                     {"tpot_error", tpotErr},
+                    {"uncalibrated_tpot_ms", pred.uncalibratedTpotSeconds * 1e3},
+                    {"uncalibrated_tpot_error", rawErr},
+                    {"calibration_ratio", pred.calibration},
                     {"predicted_ttft_ms", pred.ttftSeconds * 1e3},
                     {"measured_ttft_ms", meas.ttftMs},
                     {"ttft_error", ttftErr},
@@ -88,6 +106,7 @@ int runPlanCheck(const PlanCheckSettings& s, BudgetAdvisorInputs in) {
                     {"predicted_pool_ratio", {pred.ratio[0], pred.ratio[1], pred.ratio[2], pred.ratio[3]}},
                     {"measured_pool_ratio", {meas.poolRatio[0], meas.poolRatio[1], meas.poolRatio[2], meas.poolRatio[3]}},
                     {"measured_layer_ms", meas.layerMs},
+                    {"measured_dense_ms_per_step", meas.denseMsPerStep},
                     {"predicted_layer_ms", pred.expertSecondsPerToken * 1e3 / layers}});
   }
   if (s.json) {
@@ -102,8 +121,11 @@ int runPlanCheck(const PlanCheckSettings& s, BudgetAdvisorInputs in) {
     j["profile"] = {{"u_ms", in.profile.smRead * 1e3},       {"v_ms", in.profile.eRead * 1e3},
                     {"c_ms", in.profile.decompress * 1e3},   {"recover_ms", in.profile.recover * 1e3},
                     {"ffn_ms", in.profile.computeBase * 1e3}, {"ffn_per_token_ms", in.profile.computePerToken * 1e3}};
-    j["resident_tpot_ms"] = ref.tpotMs;
-    j["resident_ttft_ms"] = ref.ttftMs;
+    j["calibration_budget_percent"] = s.calibrationBudget;
+    j["calibration_tpot_ms"] = cal.tpotMs;
+    j["calibration_ttft_ms"] = cal.ttftMs;
+    j["load_average_before"] = loadBefore;
+    j["load_average_after"] = loadAverage();
     j["dense_ms_per_token"] = dense * 1e3;
     j["dense_prefill_ms_per_prompt_token"] = densePrefill * 1e3;
     j["results"] = rows;

@@ -122,7 +122,8 @@ int runPlan(const Args& arguments) {
        {"--check", "", "measure each budget too (needs --hf and --replay-trace) and print the prediction error"},
        {"--hf", "DIR", "--check: the store's HF checkpoint (the all-resident reference reads it)"},
        {"--replay-trace", "TSV", "--check: force the routing from this activation trace (prompt 0)"},
-       {"--tokens", "N", "--check: decode steps per measurement (6-4096, default 28; TPOT leaves out the first 4)"}},
+       {"--tokens", "N", "--check: decode steps per measurement (6-4096, default 28; TPOT leaves out the first 4)"},
+       {"--calibrate", "PCT", "--check: the budget whose run measures the dense time (1-100, default 75)"}},
       1, 1,
       "TPOT = dense + sum over layers of max(E[makespan] + p, k p), p = one expert FFN for one token\n"
       "(docs/APP.md, \"The budget advisor\"). The app measures the dense time of its replies; give it here with\n"
@@ -136,10 +137,6 @@ int runPlan(const Args& arguments) {
   const auto store = Store::open(dir);
 
   BudgetAdvisorInputs in;
-  const std::filesystem::path profilePath = line.text("--profile", (dir / "profile.json").string());
-  if (!std::filesystem::exists(profilePath))
-    throw Error(profilePath.string() + ": no cost profile (measure one with `zipmoe profile " + dir.string() + "`)");
-  in.profile = loadCostProfile(profilePath);
   in.decompressWorkers = line.integer<int>("--workers", 0, 256, 0);
   in.pools = parsePoolMask(line.text("--pools", "FCSE"), "--pools");
   in.denseSecondsPerToken = line.number("--dense-ms", 0, 1e7, 0) * 1e-3;
@@ -161,9 +158,15 @@ int runPlan(const Args& arguments) {
     check.budgets = budgets;
     check.promptTokens = in.promptTokens;
     check.tokens = line.integer<int>("--tokens", 6, 4096, 28);
+    check.calibrationBudget = line.integer<int>("--calibrate", 1, 100, 75);
     if (const auto out = line.text("--json")) check.json = *out;
     return runPlanCheck(check, in);
   }
+  // (--check loads or measures the profile itself, as the benchmarks do.)
+  const std::filesystem::path profilePath = line.text("--profile", (dir / "profile.json").string());
+  if (!std::filesystem::exists(profilePath))
+    throw Error(profilePath.string() + ": no cost profile (measure one with `zipmoe profile " + dir.string() + "`)");
+  in.profile = loadCostProfile(profilePath);
   const BudgetAdvisor advisor(*store, in);
 
   std::printf("store          %s (%d MoE layers x %d experts, top-%d)\n", dir.string().c_str(), advisor.layers(),

@@ -47,7 +47,7 @@ Pane {
                 property bool editing: false
                 width: ListView.view.width
                 highlighted: chatId === App.currentChatId
-                text: editing ? "" : (parentId > 0 ? "⑂ " + title : title)
+                text: editing ? "" : (parentId > 0 ? "↳ " + title : title)
                 onClicked: App.selectChat(chatId)
                 onDoubleClicked: editing = true
                 ToolTip.visible: hovered && !editing

@@ -176,7 +176,7 @@ Item {
 
                         flat: true
                         font.pixelSize: 11
-                        text: "⑂ " + modelData.title
+                        text: "↳ " + modelData.title
                         onClicked: App.selectChat(modelData.id)
                     }
                 }

@@ -27,7 +27,7 @@ Page {
                 Label {
                     Layout.fillWidth: true
                     elide: Text.ElideRight
-                    text: App.branchParent.id !== undefined ? qsTr("⑂ A branch of “%1”, from message %2.").arg(App.branchParent.title).arg(App.branchParent.position + 1) : ""
+                    text: App.branchParent.id !== undefined ? qsTr("↳ A branch of “%1”, from message %2.").arg(App.branchParent.title).arg(App.branchParent.position + 1) : ""
                 }
                 Button {
                     objectName: "openParentChat"

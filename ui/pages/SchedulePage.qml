@@ -163,6 +163,9 @@ Page {
         RowLayout {
             Layout.fillWidth: true
             Layout.fillHeight: true
+            // Rows of at most 40 px: the room left goes to the layer inspector below.
+            Layout.maximumHeight: Math.max(100, page.timeline.laneCount * 44)
+            Layout.minimumHeight: 90
             spacing: 0
 
             // Lane names, each beside its row.

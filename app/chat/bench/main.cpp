@@ -221,6 +221,13 @@ ControllerOptions demoOptions(const QTemporaryDir& dir) {
   return o;
 }
 
+// /proc/loadavg's 1-, 5- and 15-minute figures.
+QString loadAverage() {
+  QFile f(QStringLiteral("/proc/loadavg"));
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return QString::fromLatin1(f.readAll()).section(QLatin1Char(' '), 0, 2);
+}
+
 // The whole window (Main.qml) on the controller, with the demo model open and ready.
 QQuickWindow* openDemoWindow(ChatController& controller, QQmlApplicationEngine& engine) {
   ChatController::setInstance(&controller);
@@ -315,6 +322,7 @@ QJsonObject benchAdvisor(int runs, int tokens) {
   std::printf("  %-4s %12s %10s %13s %10s %12s %7s %10s %8s\n", "run", "longest stall", "p99 stall", "longest frame",
               "p99 frame", "median frame", "frames", "curves", "tok/s");
   for (int run = 1; run <= runs; ++run) {
+    const QString loadBefore = loadAverage();
     GuiStallProbe probe(window);
     const int first = advisor->revision();
     bool finished = false;
@@ -334,6 +342,8 @@ QJsonObject benchAdvisor(int runs, int tokens) {
     s["run"] = run;
     s["page"] = QStringLiteral("budget");
     s["curvesComputed"] = curves;
+    s["loadAverageBefore"] = loadBefore;  // the machine is shared: how busy it was
+    s["loadAverageAfter"] = loadAverage();
     s["pointsPerCurve"] = BudgetAdvisorModel::kPoints;
     s["generatedTokens"] = controller.messages()->rows().back().generatedTokens;
     s["tokensPerSecond"] = controller.messages()->rows().back().tokensPerSecond;

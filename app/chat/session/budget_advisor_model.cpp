@@ -58,6 +58,7 @@ void BudgetAdvisorModel::setModel(const QString& storePath, const QString& model
   database_ = std::move(database);
   denseMs_ = densePrefillMs_ = -1;
   promptTokens_ = 64;
+  observedExpertMs_ = 0;
   if (database_ && !modelKey_.isEmpty()) {
     try {
       denseMs_ = database_->setting(settingKey(modelKey_, "denseMs"), -1.0).toDouble();
@@ -145,6 +146,7 @@ void BudgetAdvisorModel::start() {
   in.denseSecondsPerToken = std::max(0.0, denseMs_) * 1e-3;
   in.densePrefillSecondsPerToken = std::max(0.0, densePrefillMs_) * 1e-3;
   in.promptTokens = promptTokens_;
+  in.observedExpertSeconds = std::max(0.0, observedExpertMs_) * 1e-3;
   if (const auto rt = handle_->get()) {  // the live runtime: what its next plan would see
     const RuntimeOptions& o = rt->options();
     in.decompressWorkers = rt->lanes().workers;

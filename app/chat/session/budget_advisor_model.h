@@ -59,6 +59,8 @@ class BudgetAdvisorModel : public QObject {
   // A reply's dense time (ms per decode step, per prompt token; < 0 = not measured) and prompt size:
   // kept per model in the database (running mean), then recompute().
   void recordDense(double msPerToken, double prefillMsPerToken, int promptTokens);
+  // The expert FFN as the trace measures it now (RuntimeMonitor::expertFfnMs; 0 = the profile's).
+  void setObservedExpertMs(double ms) { observedExpertMs_ = ms; }
 
   bool busy() const { return busy_; }
   int revision() const { return revision_; }
@@ -106,6 +108,7 @@ class BudgetAdvisorModel : public QObject {
   double kneeBytes_ = 0, kneeTpotMs_ = 0, minBudget_ = 0, maxBudget_ = 0;
   double denseMs_ = -1, densePrefillMs_ = -1;
   int promptTokens_ = 64;
+  double observedExpertMs_ = 0;
   double freeMemory_ = -1, totalMemory_ = -1;
   QString error_;
 };

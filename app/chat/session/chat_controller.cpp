@@ -234,6 +234,7 @@ void ChatController::onModelReady(const ModelInfo& info) {
   } catch (const std::exception&) {
     inspector_->setProfile(std::nullopt);  // the schedule page says that it cannot predict
   }
+  inspector_->setObservedExpertMs(0);
   lastPlanBudget_ = 0;
   lastPlanPools_ = 0;
   savePlan();  // the plan the runtime opened with
@@ -648,6 +649,9 @@ void ChatController::onReplyFinished(qint64 requestId, const ReplyStats& stats) 
   s.budgetBytes = stats.budgetBytes;
   s.tpotMs = stats.tpotMs;
   finishStream(MessageState::Complete, s);
+  runtime_->refresh();  // drains the reply's trace: the FFN times below are this reply's too
+  advisor_->setObservedExpertMs(runtime_->expertFfnMs());
+  inspector_->setObservedExpertMs(runtime_->expertFfnMs());
   advisor_->recordDense(stats.denseMsPerToken, stats.densePrefillMsPerToken, stats.promptTokens);
   lastReplyPrompt_ = {{QStringLiteral("promptTokens"), stats.promptTokens},
                       {QStringLiteral("reusedTokens"), stats.reusedTokens},

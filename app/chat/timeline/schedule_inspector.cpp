@@ -91,6 +91,14 @@ ScheduleInspector::ScheduleInspector(TimelineModel* timeline, QObject* parent) :
 
 void ScheduleInspector::setProfile(std::optional<CostProfile> profile) { profile_ = std::move(profile); }
 
+CostProfile ScheduleInspector::pricing() const {
+  CostProfile p = *profile_;
+  if (observedExpertMs_ > 0) {
+    p.computeBase = std::max(0.0, observedExpertMs_ * 1e-3 - p.computePerToken);
+  }
+  return p;
+}
+
 void ScheduleInspector::fail(const QString& message) {
   valid_ = false;
   error_ = message;
@@ -161,7 +169,7 @@ bool ScheduleInspector::inspect(int token, int layer) {
   std::vector<TraceEvent> predicted;
   if (profile_) {
     try {
-      predicted = predictLayerSchedule(measured, *profile_, workers).events;
+      predicted = predictLayerSchedule(measured, pricing(), workers).events;
     } catch (const std::exception& e) {
       error_ = tr("No prediction for this layer: %1").arg(QString::fromUtf8(e.what()));
     }
@@ -239,7 +247,7 @@ void ScheduleInspector::summariseToken(int token) {
     measuredExpert += static_cast<double>(e - s);
     if (profile_) {
       try {
-        predictedExpert += predictLayerSchedule(ops, *profile_, workers).makespanSeconds * 1e9;
+        predictedExpert += predictLayerSchedule(ops, pricing(), workers).makespanSeconds * 1e9;
       } catch (const std::exception&) {
         // Counted as unpredicted: the layer's row shows why when it is inspected.
       }

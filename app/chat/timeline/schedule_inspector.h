@@ -55,6 +55,8 @@ class ScheduleInspector : public QObject {
   // The profile the predictions are priced with (the open store's), and whether the runtime orders
   // with Algorithm 1 (false: request order).
   void setProfile(std::optional<CostProfile> profile);
+  // The expert FFN as the trace measures it (ms, for one token; 0 = the profile's a + b).
+  void setObservedExpertMs(double ms) { observedExpertMs_ = ms; }
 
   bool valid() const { return valid_; }
   int token() const { return token_; }
@@ -87,6 +89,8 @@ class ScheduleInspector : public QObject {
 
   TimelineModel* timeline_;
   std::optional<CostProfile> profile_;
+  double observedExpertMs_ = 0;
+  CostProfile pricing() const;  // profile_ with the observed FFN, when there is one
   bool valid_ = false;
   int token_ = -1, layer_ = -1;
   QStringList laneNames_;

@@ -15,8 +15,12 @@
 //
 // Per layer and decode step (one token, k experts): layer = max(E[makespan] + p, k·p), with
 // E[makespan] the plan's expected makespan (Algorithm 3: reads, decompression and recovery) and p one
-// expert's FFN for one token (profile: computeBase + computePerToken) — the last expert computes
-// after its tensors are ready, and the compute lane runs k FFNs in any case. TPOT = dense + Σ layers.
+// expert's FFN for one token as the planner prices it (or as observed) — the last expert computes after its tensors
+// are ready, and the compute lane runs k FFNs in any case. TPOT = dense + Σ layers.
+// Calibrated: once the runtime has observed how its layers' measured makespans compare with
+// Algorithm 3's estimate (ObservedCosts::cpuLayer, measured ÷ estimate over the layers with CPU
+// work), layer = max(E[makespan] × that ratio, k·p) instead — the measured makespan holds the FFNs.
+// Both are reported (tpotSeconds is the calibrated one when there is a calibration).
 // Prefill of P tokens: each rank r is selected by at least one token with probability
 // 1 − (1 − f_r)^P; the expected distinct experts per pool (the plan's rank intervals) give a hit
 // pattern priced by Algorithm 3, the FFNs take Σ_r that probability · a + b·P·k; TTFT = P · dense
@@ -50,6 +54,10 @@ struct BudgetAdvisorInputs {
   double denseSecondsPerToken = 0;          // the model outside the expert batches, per decode step
   double densePrefillSecondsPerToken = 0;   // the same during prefill, per prompt token
   int promptTokens = 64;                    // P of the TTFT prediction
+  // One expert's FFN for one token as the runtime's trace measured it (e.g. the median of its
+  // recent ExpertCompute events); 0 = the profile's. Replaces p below (and the prefill's per-expert
+  // base a = p − b): a profile measured on a busy machine can be far off (docs/APP.md).
+  double observedExpertSeconds = 0;
 };
 
 struct BudgetPrediction {
@@ -62,6 +70,9 @@ struct BudgetPrediction {
   std::vector<double> layerSeconds;         // each layer's decode step with its expert FFNs
   double expertSecondsPerToken = 0;         // Σ layerSeconds
   double tpotSeconds = 0;                   // dense + expert path
+  double uncalibratedTpotSeconds = 0;       // the same without the observed estimate error
+  double uncalibratedExpertSecondsPerToken = 0;
+  double calibration = 0;                   // the ratio applied to E[makespan]; 0 = none observed
   double ttftSeconds = 0;                   // prefill of promptTokens
 };
 

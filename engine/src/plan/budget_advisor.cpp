@@ -56,6 +56,7 @@ BudgetAdvisor::BudgetAdvisor(const Store& store, const BudgetAdvisorInputs& inpu
   if (inputs_.promptTokens < 1) throw Error("budget advisor: promptTokens = " + std::to_string(inputs_.promptTokens) + ", expected >= 1");
   requireNonNegative("denseSecondsPerToken", inputs_.denseSecondsPerToken);
   requireNonNegative("densePrefillSecondsPerToken", inputs_.densePrefillSecondsPerToken);
+  requireNonNegative("observedExpertSeconds", inputs_.observedExpertSeconds);
   // The runtime's working set (ZipMoE mode, no raw misses): staging, output and prefetch slots.
   const sched::SlotLayout staging = sizes.stagingLayout(inputs_.stagingSlots);
   const sched::SlotLayout output = sizes.outputLayout(inputs_.outputSlots);
@@ -97,8 +98,22 @@ BudgetPrediction BudgetAdvisor::predict(uint64_t budgetBytes) const {
   const std::vector<plan::LayerPlan> plans =
       plan::planModel(frequencies_, 0, inputs_.pools, cost, bytesPerExpert_, poolBytes, inputs_.gridStep);
 
-  const double p = std::max(0.0, inputs_.profile.expertCompute(1));
-  const double a = std::max(0.0, inputs_.profile.computeBase), b = std::max(0.0, inputs_.profile.computePerToken);
+  // One expert's FFN as the planner prices it (the contention measurement's FFN alone when the
+  // profile has one, else the a + b fit).
+  const double p = inputs_.observedExpertSeconds > 0 ? inputs_.observedExpertSeconds
+                   : cost.compute > 0                 ? cost.compute
+                                                      : std::max(0.0, inputs_.profile.expertCompute(1));
+  // The runtime's own measure of its estimate's error: measured layer makespan ÷ Algorithm 3's
+  // estimate (without the CPU-layer factor), over the layers with CPU work it ran (ObservedCosts::
+  // cpuLayer). Applied to the plan's expected makespan once observed, as the whole layer (its FFNs
+  // are inside the measured makespan).
+  const ObservedCosts& seen = inputs_.observed ? *inputs_.observed : inputs_.profile.observed;
+  const bool calibrated = seen.cpuLayer.count >= experts::kMinObservedOps && seen.cpuLayer.seconds > 0;
+  const double layerScale = calibrated ? seen.cpuLayer.seconds / std::max(1.0, cost.cpuLayerFactor) : 1.0;
+  out.calibration = calibrated ? layerScale : 0.0;
+  const double b = std::max(0.0, inputs_.profile.computePerToken);
+  const double a = inputs_.observedExpertSeconds > 0 ? std::max(0.0, inputs_.observedExpertSeconds - b)
+                                                     : std::max(0.0, inputs_.profile.computeBase);
   const double P = inputs_.promptTokens;
   double prefillExperts = 0;
   for (size_t l = 0; l < plans.size(); ++l) {
@@ -114,10 +129,12 @@ BudgetPrediction BudgetAdvisor::predict(uint64_t budgetBytes) const {
     for (const auto& [from, to] : intervals)
       for (int r = from; r < to; ++r) hits += f[static_cast<size_t>(r)];
     out.expectedHitRate += hits / kLayer / static_cast<double>(plans.size());
-    const double layer = std::max(lp.expectedMakespan + p, k * p);
+    const double plain = std::max(lp.expectedMakespan + p, k * p);
+    const double layer = calibrated ? std::max(lp.expectedMakespan * layerScale, k * p) : plain;
     out.layerMakespanSeconds.push_back(lp.expectedMakespan);
     out.layerSeconds.push_back(layer);
     out.expertSecondsPerToken += layer;
+    out.uncalibratedExpertSecondsPerToken += plain;
 
     // Prefill: the expected distinct experts of P tokens, per pool.
     double distinct = 0;
@@ -135,9 +152,11 @@ BudgetPrediction BudgetAdvisor::predict(uint64_t budgetBytes) const {
     }
     const double loading = plan::estimateMakespan(kPrefill, prefillHits, cost, false);
     const double ffns = distinct * a + b * P * kLayer;
-    prefillExperts += std::max(loading + a + b * P * kLayer / std::max(1.0, distinct), ffns);
+    prefillExperts += calibrated ? std::max(loading * layerScale, ffns)
+                                 : std::max(loading + a + b * P * kLayer / std::max(1.0, distinct), ffns);
   }
   out.tpotSeconds = inputs_.denseSecondsPerToken + out.expertSecondsPerToken;
+  out.uncalibratedTpotSeconds = inputs_.denseSecondsPerToken + out.uncalibratedExpertSecondsPerToken;
   out.ttftSeconds = P * inputs_.densePrefillSecondsPerToken + prefillExperts;
   return out;
 }

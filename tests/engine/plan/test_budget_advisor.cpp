@@ -111,6 +111,26 @@ class TestBudgetAdvisor : public QObject {
     if (knee > 0) QVERIFY(curve[static_cast<size_t>(knee) - 1].tpotSeconds - best >= 0.05 * curve[static_cast<size_t>(knee) - 1].tpotSeconds);
   }
 
+  void theRuntimesObservedEstimateErrorCalibratesTheLayers() {
+    BudgetAdvisorInputs in;
+    in.profile = f_.directProfile;
+    const BudgetAdvisor plain(*f_.opened, in);
+    ObservedCosts seen;
+    for (int i = 0; i < 16; ++i) seen.cpuLayer.add(0.5);  // layers ran at half the estimate
+    in.observed = seen;
+    const BudgetAdvisor calibrated(*f_.opened, in);
+    const uint64_t budget = plain.minimumBudget() + plain.expertBytes() / 5;
+    const BudgetPrediction a = plain.predict(budget), b = calibrated.predict(budget);
+    QCOMPARE(a.calibration, 0.0);
+    QCOMPARE(a.tpotSeconds, a.uncalibratedTpotSeconds);
+    QCOMPARE(b.calibration, 0.5);
+    QCOMPARE(b.uncalibratedTpotSeconds, a.tpotSeconds);  // the same plan, priced the same way
+    for (size_t l = 0; l < b.layerSeconds.size(); ++l)
+      QVERIFY(std::abs(b.layerSeconds[l] - std::max(b.layerMakespanSeconds[l] * 0.5, 0.0)) < 1e-12 ||
+              b.layerSeconds[l] > b.layerMakespanSeconds[l] * 0.5);  // or the k FFNs, when longer
+    QVERIFY(b.tpotSeconds < a.tpotSeconds);
+  }
+
   void theKneeIsWhereTheRemainingGainFallsBelowTheThreshold() {
     std::vector<BudgetPrediction> curve(5);
     const double tpot[] = {1.0, 0.6, 0.42, 0.41, 0.40};
