@@ -296,6 +296,14 @@
         <source>Use the knee</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>Every byte up to %1 (every expert in memory) still makes tokens faster.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>This budget is more than the memory free now (%1 besides what the experts hold): the system would swap.</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>BudgetPoolBar</name>

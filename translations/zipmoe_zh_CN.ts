@@ -295,6 +295,14 @@
         <source>Use the knee</source>
         <translation>使用拐点</translation>
     </message>
+    <message>
+        <source>Every byte up to %1 (every expert in memory) still makes tokens faster.</source>
+        <translation>直到 %1（所有专家都在内存中）为止，每增加一字节都会让词元更快。</translation>
+    </message>
+    <message>
+        <source>This budget is more than the memory free now (%1 besides what the experts hold): the system would swap.</source>
+        <translation>此预算超过当前可用内存（除专家已占用的部分外还有 %1）：系统将会换页。</translation>
+    </message>
 </context>
 <context>
     <name>BudgetPoolBar</name>

@@ -132,7 +132,7 @@ Page {
                         visible: App.advisor.kneeBytes > 0
                         color: App.darkMode ? "#fbbf24" : "#b45309"
                         font.bold: true
-                        text: qsTr("Beyond %1 you gain less than %2 % per token.").arg(page.bytes(App.advisor.kneeBytes)).arg(Math.round(App.advisor.kneeGain * 100))
+                        text: App.advisor.kneeBytes >= App.advisor.maxBudget ? qsTr("Every byte up to %1 (every expert in memory) still makes tokens faster.").arg(page.bytes(App.advisor.maxBudget)) : qsTr("Beyond %1 you gain less than %2 % per token.").arg(page.bytes(App.advisor.kneeBytes)).arg(Math.round(App.advisor.kneeGain * 100))
                     }
                     Label {
                         objectName: "budgetAdvisorMemory"
@@ -175,7 +175,7 @@ Page {
                         }
                         Button {
                             objectName: "budgetAdvisorKneeButton"
-                            visible: App.advisor.kneeBytes > 0
+                            visible: App.advisor.kneeBytes > 0 && App.advisor.kneeBytes < App.advisor.maxBudget
                             text: qsTr("Use the knee")
                             onClicked: page.requestBudget(App.advisor.kneeBytes)
                         }
@@ -354,6 +354,15 @@ Page {
                                 onClicked: page.requestBudget(page.budgetFrom + modelData * App.runtime.expertBytes)
                             }
                         }
+                    }
+
+                    Label {
+                        objectName: "budgetSwapWarning"
+                        Layout.fillWidth: true
+                        visible: App.advisor.freeMemoryBytes > 0 && page.shownBudget > App.runtime.heldBytes + App.advisor.freeMemoryBytes
+                        text: qsTr("This budget is more than the memory free now (%1 besides what the experts hold): the system would swap.").arg(page.bytes(App.advisor.freeMemoryBytes))
+                        color: "#dc2626"
+                        wrapMode: Text.Wrap
                     }
 
                     Label {
