@@ -2,6 +2,49 @@
 <!DOCTYPE TS>
 <TS version="2.1" language="en_US">
 <context>
+    <name>BudgetAdvisorChart</name>
+    <message>
+        <source>Predicted TPOT</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Predicted TTFT (right axis)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Measured replies</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Current budget</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Would swap</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>ms per token</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>first token, ms</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>knee</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1: %2 ms per token, first token %3 ms</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Computing the prediction…</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
     <name>BudgetMakespanChart</name>
     <message>
         <source>Predicted</source>
@@ -210,6 +253,57 @@
         <source>none yet</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>Budget advisor</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>At the current budget of %1 the planner predicts %2 per output token (%3 tokens/s).</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The planner&apos;s prediction for every budget, computed from this machine&apos;s cost profile and the model&apos;s expert statistics.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Beyond %1 you gain less than %2 % per token.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Free memory: %1 of %2. A budget above %3 would make the system swap.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Free memory: %1 of %2; every budget fits without swapping.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>TPOT = %1 for the model outside the experts (measured) + the planned expert layers; TTFT for a %2-token prompt.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The dense part of the model is not measured yet: the curve shows the expert layers alone until a reply is measured.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message numerus="yes">
+        <source>%n measured reply(s) shown. Click the chart to use that budget.</source>
+        <translation>
+            <numerusform>%n measured reply shown. Click the chart to use that budget.</numerusform>
+            <numerusform>%n measured replies shown. Click the chart to use that budget.</numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>Use the knee</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Every byte up to %1 (every expert in memory) still makes tokens faster.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>This budget is more than the memory free now (%1 besides what the experts hold): the system would swap.</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>BudgetPoolBar</name>
@@ -365,6 +459,14 @@
         <source>Stop</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>↳ A branch of “%1”, from message %2.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Open the original</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>ErrorBanner</name>
@@ -481,6 +583,30 @@
         <source>context full</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>Branch</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Continue the conversation from here in a new chat; this one stays as it is.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Copy %1 code (%2)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Copy code (%1)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Copied</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Branches from here:</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>ModelBar</name>
@@ -503,6 +629,147 @@
     <message>
         <source>Demo model</source>
         <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Models…</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>ModelManagerDialog</name>
+    <message>
+        <source>Models on this computer</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Stores the app converted live in %1; stores opened from elsewhere are listed too.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 (open)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 · %2 layers × %3 experts · codec %4 · %5 on disk</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>last used %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>never opened</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Open</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Delete…</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Forget…</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>No stores yet: open a Hugging Face checkpoint to convert it.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Convert another checkpoint…</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Refresh</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Delete this store?</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Forget this store?</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>“%1” and its %2 on disk will be deleted. Its chats stay; the model can be converted again from its checkpoint.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>“%1” is not in the app&apos;s stores folder: it stays on disk, the app only stops listing it.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Choose a Hugging Face checkpoint to convert</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>ScheduleLayerInspector</name>
+    <message>
+        <source>%1 ms</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Layer %1 of token %2: predicted %3, measured %4</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Predicted vs measured schedule of one layer</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Newest layer</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Inspect token/layer</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Export visible range…</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>idle</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>–</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Predicted</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Measured</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Token %1 (%2 layers): stall %3 · I/O busy %4 · decompression busy %5 · recovery %6 · expert compute %7 · dense %8 · expert layers predicted %9, measured %10</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Outlined: the critical path (each operation waited for the one before it on its lane or in its tensor&apos;s DAG).</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Export the visible range as Chrome trace</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Chrome trace (*.json)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message numerus="yes">
+        <source>Wrote %n event(s); open the file in ui.perfetto.dev or chrome://tracing.</source>
+        <translation>
+            <numerusform>Wrote %n event; open the file in ui.perfetto.dev or chrome://tracing.</numerusform>
+            <numerusform>Wrote %n events; open the file in ui.perfetto.dev or chrome://tracing.</numerusform>
+        </translation>
     </message>
 </context>
 <context>
@@ -908,6 +1175,17 @@
         <source>stall</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>prefetch</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>zipmoe::app::BudgetAdvisorModel</name>
+    <message>
+        <source>The budget advisor could not predict: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>zipmoe::app::ChatController</name>
@@ -954,6 +1232,22 @@
         <source>No translation for &apos;%1&apos; in %2.</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>Open a chat to branch it.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Wait for the reply to end before branching the chat.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 (branch)</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The chat history could not be updated: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>zipmoe::app::EngineWorker</name>
@@ -970,10 +1264,6 @@
         <translation type="unfinished"></translation>
     </message>
     <message>
-        <source>Ignoring saved expert statistics: %1</source>
-        <translation type="unfinished"></translation>
-    </message>
-    <message>
         <source>Cancelled.</source>
         <translation type="unfinished"></translation>
     </message>
@@ -982,11 +1272,42 @@
         <translation type="unfinished"></translation>
     </message>
     <message>
-        <source>The message is too long for this model: %1 tokens, and its context holds %2.</source>
+        <source>Could not %1: %2</source>
         <translation type="unfinished"></translation>
     </message>
     <message>
-        <source>Could not save expert statistics: %1</source>
+        <source>read the saved cost profile</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>read the saved expert statistics</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Ignoring saved expert statistics for %1 layers × %2 experts: the model has %3 × %4.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>save the cost profile</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>save expert statistics</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>zipmoe::app::ModelStoresModel</name>
+    <message>
+        <source>&apos;%1&apos; is not a ZipMoE store the app knows.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>&apos;%1&apos; is open: open another model before deleting it.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Could not delete &apos;%1&apos;.</source>
         <translation type="unfinished"></translation>
     </message>
     <message>
@@ -998,6 +1319,41 @@
     <name>zipmoe::app::RuntimeMonitor</name>
     <message>
         <source>No model with an expert runtime is open.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Replanning failed; the previous pool split stays in force: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+</context>
+<context>
+    <name>zipmoe::app::ScheduleInspector</name>
+    <message>
+        <source>The capture holds no token yet: send a message.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The capture holds no expert layer yet: send a message.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Layer %1 of token %2 is not in the capture.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>No prediction for this layer: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>No cost profile: the prediction needs the open store&apos;s profile.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Nothing to export: the visible range is empty.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Could not write %1: %2</source>
         <translation type="unfinished"></translation>
     </message>
 </context>

@@ -2,6 +2,49 @@
 <!DOCTYPE TS>
 <TS version="2.1" language="zh_CN">
 <context>
+    <name>BudgetAdvisorChart</name>
+    <message>
+        <source>Predicted TPOT</source>
+        <translation>预测 TPOT</translation>
+    </message>
+    <message>
+        <source>Predicted TTFT (right axis)</source>
+        <translation>预测 TTFT（右轴）</translation>
+    </message>
+    <message>
+        <source>Measured replies</source>
+        <translation>实测回复</translation>
+    </message>
+    <message>
+        <source>Current budget</source>
+        <translation>当前预算</translation>
+    </message>
+    <message>
+        <source>Would swap</source>
+        <translation>将导致换页</translation>
+    </message>
+    <message>
+        <source>ms per token</source>
+        <translation>每词元 ms</translation>
+    </message>
+    <message>
+        <source>first token, ms</source>
+        <translation>首词元 ms</translation>
+    </message>
+    <message>
+        <source>knee</source>
+        <translation>拐点</translation>
+    </message>
+    <message>
+        <source>%1: %2 ms per token, first token %3 ms</source>
+        <translation>%1：每词元 %2 ms，首词元 %3 ms</translation>
+    </message>
+    <message>
+        <source>Computing the prediction…</source>
+        <translation>正在计算预测…</translation>
+    </message>
+</context>
+<context>
     <name>BudgetMakespanChart</name>
     <message>
         <source>Predicted</source>
@@ -210,6 +253,56 @@
         <source>none yet</source>
         <translation>暂无</translation>
     </message>
+    <message>
+        <source>Budget advisor</source>
+        <translation>预算顾问</translation>
+    </message>
+    <message>
+        <source>At the current budget of %1 the planner predicts %2 per output token (%3 tokens/s).</source>
+        <translation>在当前预算 %1 下，规划器预测每个输出词元 %2（%3 词元/秒）。</translation>
+    </message>
+    <message>
+        <source>The planner&apos;s prediction for every budget, computed from this machine&apos;s cost profile and the model&apos;s expert statistics.</source>
+        <translation>规划器对每个预算的预测，依据本机的成本画像和模型的专家统计计算。</translation>
+    </message>
+    <message>
+        <source>Beyond %1 you gain less than %2 % per token.</source>
+        <translation>超过 %1 后，每词元的收益不到 %2 %。</translation>
+    </message>
+    <message>
+        <source>Free memory: %1 of %2. A budget above %3 would make the system swap.</source>
+        <translation>可用内存：%1（共 %2）。超过 %3 的预算会使系统换页。</translation>
+    </message>
+    <message>
+        <source>Free memory: %1 of %2; every budget fits without swapping.</source>
+        <translation>可用内存：%1（共 %2）；任何预算都不会导致换页。</translation>
+    </message>
+    <message>
+        <source>TPOT = %1 for the model outside the experts (measured) + the planned expert layers; TTFT for a %2-token prompt.</source>
+        <translation>TPOT = 专家之外的模型部分 %1（实测）+ 规划的专家层；TTFT 按 %2 个词元的提示计算。</translation>
+    </message>
+    <message>
+        <source>The dense part of the model is not measured yet: the curve shows the expert layers alone until a reply is measured.</source>
+        <translation>模型的稠密部分尚未测量：在测得一条回复之前，曲线只显示专家层。</translation>
+    </message>
+    <message numerus="yes">
+        <source>%n measured reply(s) shown. Click the chart to use that budget.</source>
+        <translation>
+            <numerusform>显示 %n 条实测回复。点击图表即可使用该预算。</numerusform>
+        </translation>
+    </message>
+    <message>
+        <source>Use the knee</source>
+        <translation>使用拐点</translation>
+    </message>
+    <message>
+        <source>Every byte up to %1 (every expert in memory) still makes tokens faster.</source>
+        <translation>直到 %1（所有专家都在内存中）为止，每增加一字节都会让词元更快。</translation>
+    </message>
+    <message>
+        <source>This budget is more than the memory free now (%1 besides what the experts hold): the system would swap.</source>
+        <translation>此预算超过当前可用内存（除专家已占用的部分外还有 %1）：系统将会换页。</translation>
+    </message>
 </context>
 <context>
     <name>BudgetPoolBar</name>
@@ -365,6 +458,14 @@
         <source>Stop</source>
         <translation>停止</translation>
     </message>
+    <message>
+        <source>↳ A branch of “%1”, from message %2.</source>
+        <translation>↳ “%1”的分支，从第 %2 条消息开始。</translation>
+    </message>
+    <message>
+        <source>Open the original</source>
+        <translation>打开原对话</translation>
+    </message>
 </context>
 <context>
     <name>ErrorBanner</name>
@@ -480,6 +581,30 @@
         <source>context full</source>
         <translation>上下文已满</translation>
     </message>
+    <message>
+        <source>Branch</source>
+        <translation>分支</translation>
+    </message>
+    <message>
+        <source>Continue the conversation from here in a new chat; this one stays as it is.</source>
+        <translation>从这里在新对话中继续；当前对话保持不变。</translation>
+    </message>
+    <message>
+        <source>Copy %1 code (%2)</source>
+        <translation>复制 %1 代码（%2）</translation>
+    </message>
+    <message>
+        <source>Copy code (%1)</source>
+        <translation>复制代码（%1）</translation>
+    </message>
+    <message>
+        <source>Copied</source>
+        <translation>已复制</translation>
+    </message>
+    <message>
+        <source>Branches from here:</source>
+        <translation>从此处分出的分支：</translation>
+    </message>
 </context>
 <context>
     <name>ModelBar</name>
@@ -502,6 +627,146 @@
     <message>
         <source>Demo model</source>
         <translation>演示模型</translation>
+    </message>
+    <message>
+        <source>Models…</source>
+        <translation>模型…</translation>
+    </message>
+</context>
+<context>
+    <name>ModelManagerDialog</name>
+    <message>
+        <source>Models on this computer</source>
+        <translation>本机上的模型</translation>
+    </message>
+    <message>
+        <source>Stores the app converted live in %1; stores opened from elsewhere are listed too.</source>
+        <translation>应用转换的存储位于 %1；从其他位置打开的存储也会列出。</translation>
+    </message>
+    <message>
+        <source>%1 (open)</source>
+        <translation>%1（已打开）</translation>
+    </message>
+    <message>
+        <source>%1 · %2 layers × %3 experts · codec %4 · %5 on disk</source>
+        <translation>%1 · %2 层 × %3 个专家 · 编解码器 %4 · 磁盘占用 %5</translation>
+    </message>
+    <message>
+        <source>last used %1</source>
+        <translation>上次使用 %1</translation>
+    </message>
+    <message>
+        <source>never opened</source>
+        <translation>从未打开</translation>
+    </message>
+    <message>
+        <source>Open</source>
+        <translation>打开</translation>
+    </message>
+    <message>
+        <source>Delete…</source>
+        <translation>删除…</translation>
+    </message>
+    <message>
+        <source>Forget…</source>
+        <translation>移除…</translation>
+    </message>
+    <message>
+        <source>No stores yet: open a Hugging Face checkpoint to convert it.</source>
+        <translation>还没有存储：打开一个 Hugging Face 检查点即可转换。</translation>
+    </message>
+    <message>
+        <source>Convert another checkpoint…</source>
+        <translation>转换其他检查点…</translation>
+    </message>
+    <message>
+        <source>Refresh</source>
+        <translation>刷新</translation>
+    </message>
+    <message>
+        <source>Delete this store?</source>
+        <translation>删除此存储？</translation>
+    </message>
+    <message>
+        <source>Forget this store?</source>
+        <translation>移除此存储？</translation>
+    </message>
+    <message>
+        <source>“%1” and its %2 on disk will be deleted. Its chats stay; the model can be converted again from its checkpoint.</source>
+        <translation>将删除“%1”及其占用的 %2 磁盘空间。相关对话会保留；模型可以从其检查点重新转换。</translation>
+    </message>
+    <message>
+        <source>“%1” is not in the app&apos;s stores folder: it stays on disk, the app only stops listing it.</source>
+        <translation>“%1”不在应用的存储文件夹中：它会保留在磁盘上，应用只是不再列出它。</translation>
+    </message>
+    <message>
+        <source>Choose a Hugging Face checkpoint to convert</source>
+        <translation>选择要转换的 Hugging Face 检查点</translation>
+    </message>
+</context>
+<context>
+    <name>ScheduleLayerInspector</name>
+    <message>
+        <source>%1 ms</source>
+        <translation>%1 ms</translation>
+    </message>
+    <message>
+        <source>Layer %1 of token %2: predicted %3, measured %4</source>
+        <translation>词元 %2 的第 %1 层：预测 %3，实测 %4</translation>
+    </message>
+    <message>
+        <source>Predicted vs measured schedule of one layer</source>
+        <translation>单层调度：预测与实测</translation>
+    </message>
+    <message>
+        <source>Newest layer</source>
+        <translation>最新一层</translation>
+    </message>
+    <message>
+        <source>Inspect token/layer</source>
+        <translation>查看词元/层</translation>
+    </message>
+    <message>
+        <source>Export visible range…</source>
+        <translation>导出可见范围…</translation>
+    </message>
+    <message>
+        <source>idle</source>
+        <translation>空闲</translation>
+    </message>
+    <message>
+        <source>–</source>
+        <translation>–</translation>
+    </message>
+    <message>
+        <source>Predicted</source>
+        <translation>预测值</translation>
+    </message>
+    <message>
+        <source>Measured</source>
+        <translation>实测值</translation>
+    </message>
+    <message>
+        <source>Token %1 (%2 layers): stall %3 · I/O busy %4 · decompression busy %5 · recovery %6 · expert compute %7 · dense %8 · expert layers predicted %9, measured %10</source>
+        <translation>词元 %1（%2 层）：等待 %3 · I/O 忙 %4 · 解压忙 %5 · 恢复 %6 · 专家计算 %7 · 稠密 %8 · 专家层预测 %9，实测 %10</translation>
+    </message>
+    <message>
+        <source>Outlined: the critical path (each operation waited for the one before it on its lane or in its tensor&apos;s DAG).</source>
+        <translation>加框：关键路径（每个操作都在等待其所在通道或其张量 DAG 中的前一个操作）。</translation>
+    </message>
+    <message>
+        <source>Export the visible range as Chrome trace</source>
+        <translation>将可见范围导出为 Chrome 跟踪</translation>
+    </message>
+    <message>
+        <source>Chrome trace (*.json)</source>
+        <translation>Chrome 跟踪 (*.json)</translation>
+    </message>
+    <message numerus="yes">
+        <source>Wrote %n event(s); open the file in ui.perfetto.dev or chrome://tracing.</source>
+        <translation>
+            <numerusform>已写入 %n 个事件；可在 ui.perfetto.dev 或 chrome://tracing 中打开该文件。</numerusform>
+        </translation>
     </message>
 </context>
 <context>
@@ -906,6 +1171,17 @@
         <source>stall</source>
         <translation>停顿</translation>
     </message>
+    <message>
+        <source>prefetch</source>
+        <translation>预取</translation>
+    </message>
+</context>
+<context>
+    <name>zipmoe::app::BudgetAdvisorModel</name>
+    <message>
+        <source>The budget advisor could not predict: %1</source>
+        <translation>预算顾问无法预测：%1</translation>
+    </message>
 </context>
 <context>
     <name>zipmoe::app::ChatController</name>
@@ -951,6 +1227,22 @@
         <source>No translation for &apos;%1&apos; in %2.</source>
         <translation>在 %2 中找不到“%1”的翻译。</translation>
     </message>
+    <message>
+        <source>Open a chat to branch it.</source>
+        <translation>请先打开一个对话再创建分支。</translation>
+    </message>
+    <message>
+        <source>Wait for the reply to end before branching the chat.</source>
+        <translation>请等待回复结束后再创建分支。</translation>
+    </message>
+    <message>
+        <source>%1 (branch)</source>
+        <translation>%1（分支）</translation>
+    </message>
+    <message>
+        <source>The chat history could not be updated: %1</source>
+        <translation>无法更新聊天记录：%1</translation>
+    </message>
 </context>
 <context>
     <name>zipmoe::app::EngineWorker</name>
@@ -967,10 +1259,6 @@
         <translation>正在打开模型…</translation>
     </message>
     <message>
-        <source>Ignoring saved expert statistics: %1</source>
-        <translation>已忽略保存的专家统计信息：%1</translation>
-    </message>
-    <message>
         <source>Cancelled.</source>
         <translation>已取消。</translation>
     </message>
@@ -979,12 +1267,43 @@
         <translation>未打开模型。</translation>
     </message>
     <message>
-        <source>The message is too long for this model: %1 tokens, and its context holds %2.</source>
-        <translation>消息超出此模型的处理长度：共 %1 个词元，而其上下文只能容纳 %2 个。</translation>
+        <source>Could not %1: %2</source>
+        <translation>无法%1：%2</translation>
     </message>
     <message>
-        <source>Could not save expert statistics: %1</source>
-        <translation>无法保存专家统计信息：%1</translation>
+        <source>read the saved cost profile</source>
+        <translation>读取已保存的成本画像</translation>
+    </message>
+    <message>
+        <source>read the saved expert statistics</source>
+        <translation>读取已保存的专家统计</translation>
+    </message>
+    <message>
+        <source>Ignoring saved expert statistics for %1 layers × %2 experts: the model has %3 × %4.</source>
+        <translation>忽略为 %1 层 × %2 个专家保存的专家统计：该模型为 %3 × %4。</translation>
+    </message>
+    <message>
+        <source>save the cost profile</source>
+        <translation>保存成本画像</translation>
+    </message>
+    <message>
+        <source>save expert statistics</source>
+        <translation>保存专家统计</translation>
+    </message>
+</context>
+<context>
+    <name>zipmoe::app::ModelStoresModel</name>
+    <message>
+        <source>&apos;%1&apos; is not a ZipMoE store the app knows.</source>
+        <translation>“%1”不是应用已知的 ZipMoE 存储。</translation>
+    </message>
+    <message>
+        <source>&apos;%1&apos; is open: open another model before deleting it.</source>
+        <translation>“%1”正在使用：请先打开其他模型再删除。</translation>
+    </message>
+    <message>
+        <source>Could not delete &apos;%1&apos;.</source>
+        <translation>无法删除“%1”。</translation>
     </message>
     <message>
         <source>Open a model first: the local server serves the loaded model.</source>
@@ -996,6 +1315,41 @@
     <message>
         <source>No model with an expert runtime is open.</source>
         <translation>未打开带专家运行时的模型。</translation>
+    </message>
+    <message>
+        <source>Replanning failed; the previous pool split stays in force: %1</source>
+        <translation>重新规划失败；保持之前的池划分：%1</translation>
+    </message>
+</context>
+<context>
+    <name>zipmoe::app::ScheduleInspector</name>
+    <message>
+        <source>The capture holds no token yet: send a message.</source>
+        <translation>捕获中还没有词元：请发送一条消息。</translation>
+    </message>
+    <message>
+        <source>The capture holds no expert layer yet: send a message.</source>
+        <translation>捕获中还没有专家层：请发送一条消息。</translation>
+    </message>
+    <message>
+        <source>Layer %1 of token %2 is not in the capture.</source>
+        <translation>词元 %2 的第 %1 层不在捕获中。</translation>
+    </message>
+    <message>
+        <source>No prediction for this layer: %1</source>
+        <translation>此层没有预测：%1</translation>
+    </message>
+    <message>
+        <source>No cost profile: the prediction needs the open store&apos;s profile.</source>
+        <translation>没有成本画像：预测需要已打开存储的成本画像。</translation>
+    </message>
+    <message>
+        <source>Nothing to export: the visible range is empty.</source>
+        <translation>没有可导出的内容：可见范围为空。</translation>
+    </message>
+    <message>
+        <source>Could not write %1: %2</source>
+        <translation>无法写入 %1：%2</translation>
     </message>
 </context>
 <context>

@@ -21,6 +21,11 @@ ApplicationWindow {
     header: ModelBar {
         objectName: "modelBar"
         onOpenRequested: folderDialog.open()
+        onManageRequested: modelManager.open()
+    }
+
+    ModelManagerDialog {
+        id: modelManager
     }
 
     FolderDialog {

@@ -24,6 +24,7 @@
 
 #include "chat_controller.h"
 #include "chat_database.h"
+#include "color_scheme.h"
 #include "zipmoe/model_family.h"
 
 Q_IMPORT_QML_PLUGIN(ZipMoE_ChatPlugin)
@@ -150,6 +151,7 @@ int main(int argc, char** argv) {
   if (!controller->databaseError().isEmpty())
     std::fprintf(stderr, "zipmoe-chat: chats are not saved: %s\n", qPrintable(controller->databaseError()));
   if (parser.isSet(languageOption)) controller->setLanguage(parser.value(languageOption));
+  controller->setDarkMode(zipmoe::app::systemPrefersDark());
 
   int exitCode = 0;
   {

@@ -394,6 +394,8 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
   }
   result.workingSetBytes = st.workingSetBytes;
   result.stallSeconds = st.stallSeconds;
+  if (st.steps > atWarm.steps)
+    result.denseMsPerStep = (st.denseSeconds - atWarm.denseSeconds) / static_cast<double>(st.steps - atWarm.steps) * 1e3;
   if (system.prefetch) {
     result.prefetch = true;
     const PrefetchAccuracy a = d.model->prefetchAccuracy();

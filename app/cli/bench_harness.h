@@ -107,6 +107,9 @@ struct RunResult {
   // mean per step: with the read bandwidth, the step's memory-bandwidth floor.
   double weightBytesPerStep = 0;
   int decodeSteps = 0;  // measured decode steps (after the warm-up)
+  // The runtime's time between expert batches (attention, router, shared experts, sampling) per
+  // forward step after the warm-up: the dense part of a step, as the app measures it (0: resident).
+  double denseMsPerStep = 0;
 };
 
 class BenchWorkload {
@@ -120,6 +123,8 @@ class BenchWorkload {
   int numLayers() const;
   std::string describe() const;  // "qwen2_moe, 8 MoE layers × 60 experts (top-4), 6.1 GiB of experts"
   int tracePrompts() const;      // prompts in the trace (0 without one)
+  // The operation costs the runs so far observed: what the next runtime opens with.
+  const ObservedCosts& observed() const { return observed_; }
 
   // Runs `system` at `budgetBytes`; a budget the runtime refuses gives a skipped result.
   RunResult run(const BenchSystem& system, uint64_t budgetBytes, const RunSettings& settings);

@@ -18,6 +18,7 @@ int runInfo(const Args& args);        // info: build and CPU facts
 int runGenerate(const Args& args);    // generate MODEL --prompt TEXT [sampling options]
 int runChat(const Args& args);        // chat MODEL [sampling options]: interactive
 int runTrainDemo(const Args& args);
+int runPlan(const Args& args);          // plan STORE --budgets PCT,...: predicted TPOT/TTFT per budget
 int runProfile(const Args& args);       // profile STORE: measure u, v, c, recovery, expert compute
 int runBenchRuntime(const Args& args);  // bench runtime: ZipMoE vs full-tensor offloading, TPOT per budget
 int runBenchSuite(const Args& args);    // bench suite NAME: the paper's evaluation, JSON + PNG figures

@@ -84,6 +84,7 @@ constexpr const char* kUsage =
     "  bench kernels [OPTIONS]            memory read bandwidth and the BF16 GEMV kernels' speed\n"
     "  bench serve MODEL [OPTIONS]        load on the HTTP server: throughput, TTFT, inter-token latency\n"
     "  profile STORE [OPTIONS]            measure this machine's I/O, decompression and compute costs\n"
+    "  plan STORE --budgets PCT,... [OPTIONS]  the planner's predicted TPOT / TTFT at each budget\n"
     "  info                               build and CPU facts\n"
     "  generate MODEL --prompt TEXT [OPTIONS]  generate a reply (chat template applied unless --raw)\n"
     "  chat MODEL [OPTIONS]               interactive chat on stdin (/exit, /reset, /system TEXT)\n"
@@ -139,6 +140,7 @@ int dispatch(const std::string& command, Args args) {
   if (command == "verify") return runVerify(args);
   if (command == "make-model") return runMakeModel(args);
   if (command == "info") return runInfo(args);
+  if (command == "plan") return runPlan(args);
   if (command == "generate") return runGenerate(args);
   if (command == "chat") return runChat(args);
   if (command == "serve") return runServe(args);

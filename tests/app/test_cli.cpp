@@ -311,6 +311,21 @@ class TestCli : public QObject {
     QVERIFY2(r.out.contains("SM-chunk read") && r.out.contains("expert FFN"), qPrintable(r.out));
     QVERIFY(std::filesystem::exists(tmp / "store" / "profile.json"));
 
+    // `zipmoe plan`: the planner's predictions per budget, from the profile and the trace's counts.
+    r = runCli({"plan", path(tmp / "store"), "--budgets", "25,50,100", "--activations", path(tmp / "trace.tsv"),
+                "--dense-ms", "3", "--json", path(tmp / "plan.json")});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("TPOT ms") && r.out.contains("knee") && r.out.contains("trace.tsv"), qPrintable(r.out));
+    QFile planJson(path(tmp / "plan.json"));
+    QVERIFY(planJson.open(QIODevice::ReadOnly));
+    const QJsonArray predictions = QJsonDocument::fromJson(planJson.readAll()).object()["predictions"].toArray();
+    QCOMPARE(predictions.size(), 3);
+    for (const QJsonValue v : predictions)
+      if (v.toObject()["feasible"].toBool()) QVERIFY(v.toObject()["tpot_ms"].toDouble() >= 3.0);
+    r = runCli({"plan", path(tmp / "store"), "--budgets", "50", "--activations", path(tmp / "hf" / "config.json")});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("config.json") && r.err.contains("layers"), qPrintable(r.err));
+
     const QStringList gen = {"generate", path(tmp / "store"), "--raw", "--prompt", "Hello", "--max-tokens", "6", "--temperature", "0"};
     r = runCli(gen);
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
@@ -512,6 +527,7 @@ class TestCli : public QObject {
         {{"chat"}, {"usage: zipmoe chat MODEL", "--budget SIZE|PCT%", "--system TEXT"}},
         {{"train-demo"}, {"usage: zipmoe train-demo", "--corpus FILE", "--bf16-autocast"}},
         {{"profile"}, {"usage: zipmoe profile STORE", "--samples N"}},
+        {{"plan"}, {"usage: zipmoe plan STORE", "--budgets PCT", "--activations FILE", "--dense-ms MS", "--check"}},
         {{"bench"}, {"codec STORE", "runtime", "suite NAME", "report DIR", "compare DIR_A DIR_B", "tokenizer MODEL", "planner", "chat MODEL", "kernels"}},
         {{"bench", "chat"}, {"usage: zipmoe bench chat MODEL", "--turns N", "--words W", "--budget SIZE|PCT%"}},
         {{"bench", "kernels"}, {"usage: zipmoe bench kernels", "--shapes LIST", "--batch B", "--json FILE"}},
@@ -608,6 +624,8 @@ class TestCli : public QObject {
         {{"chat", "model", "--budget", "50%", "--replay-trace", "nope.tsv"}, {"--replay-trace", "nope.tsv"}},
         {{"chat", "model", "--budget", "50%", "--offload", "full", "--checkpoint", "nope"}, {"--checkpoint", "nope"}},
         {{"profile", "store", "--samples", "0"}, {"--samples", "out of range"}},
+        {{"plan", "store"}, {"--budgets is required"}},
+        {{"plan", "store", "--budgets", "10,0"}, {"--budgets"}},
         {{"train-demo", "--corpus", "c", "--out", "o", "--threads", "4294967297"}, {"--threads", "4294967297"}},
         {{"info", "extra"}, {"'extra' is one too many"}},
     };

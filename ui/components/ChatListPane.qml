@@ -43,10 +43,11 @@ Pane {
                 required property var chatId
                 required property string title
                 required property var updatedAt
+                required property var parentId
                 property bool editing: false
                 width: ListView.view.width
                 highlighted: chatId === App.currentChatId
-                text: editing ? "" : title
+                text: editing ? "" : (parentId > 0 ? "↳ " + title : title)
                 onClicked: App.selectChat(chatId)
                 onDoubleClicked: editing = true
                 ToolTip.visible: hovered && !editing

@@ -14,7 +14,7 @@ ColumnLayout {
         Layout.fillWidth: true
         implicitHeight: Math.max(noticeText.implicitHeight, noticeClose.implicitHeight) + 8
         visible: App.notice !== ""
-        color: "#e0f2fe"
+        color: App.darkMode ? "#0c3a52" : "#e0f2fe"
         RowLayout {
             anchors.fill: parent
             anchors.margins: 4
@@ -37,7 +37,7 @@ ColumnLayout {
         Layout.fillWidth: true
         implicitHeight: dbText.implicitHeight + 12
         visible: App.databaseError !== ""
-        color: "#fef3c7"
+        color: App.darkMode ? "#4a3a0a" : "#fef3c7"
         Label {
             id: dbText
             anchors.fill: parent
@@ -52,7 +52,7 @@ ColumnLayout {
         Layout.fillWidth: true
         implicitHeight: Math.max(errorText.implicitHeight, closeButton.implicitHeight) + 12
         visible: App.lastError !== ""
-        color: "#fee2e2"
+        color: App.darkMode ? "#4c1d1d" : "#fee2e2"
         RowLayout {
             anchors.fill: parent
             anchors.margins: 6

@@ -22,6 +22,9 @@ Item {
     property bool lastMessage: false
     property bool editing: false
     readonly property bool isUser: role === "user"
+    // The chats branched from this message, and its code blocks (copied one by one).
+    readonly property var branchesHere: App.branches.filter(b => b.position === root.position)
+    readonly property var blocks: root.isUser || root.messageState === "streaming" ? [] : App.codeBlocks(root.content)
 
     implicitHeight: bubble.height + 4
 
@@ -33,7 +36,7 @@ Item {
         width: Math.min(root.width - 28, Math.max(body.implicitWidth, 260) + 24)
         height: column.implicitHeight + 16
         radius: 8
-        color: root.isUser ? "#e0ecff" : (root.messageState === "error" ? "#fee2e2" : palette.base)
+        color: root.isUser ? (App.darkMode ? "#1e3a5f" : "#e0ecff") : (root.messageState === "error" ? (App.darkMode ? "#4c1d1d" : "#fee2e2") : palette.base)
         border.color: root.messageState === "incomplete" ? "#f59e0b" : Qt.darker(color, 1.08)
 
         ColumnLayout {
@@ -64,6 +67,16 @@ Item {
                         text: qsTr("Copy")
                         font.pixelSize: 11
                         onClicked: App.copyMessage(root.position)
+                    }
+                    ToolButton {
+                        objectName: "branchButton"
+                        visible: !App.generating
+                        text: qsTr("Branch")
+                        font.pixelSize: 11
+                        ToolTip.visible: hovered
+                        ToolTip.delay: 500
+                        ToolTip.text: qsTr("Continue the conversation from here in a new chat; this one stays as it is.")
+                        onClicked: App.branchFrom(root.position)
                     }
                     ToolButton {
                         visible: root.isUser && !App.generating
@@ -113,6 +126,58 @@ Item {
                     Button {
                         text: qsTr("Cancel")
                         onClicked: root.editing = false
+                    }
+                }
+            }
+
+            Flow {
+                objectName: "codeBlockButtons"
+                visible: root.blocks.length > 0 && !root.editing
+                Layout.fillWidth: true
+                spacing: 4
+
+                Repeater {
+                    model: root.blocks
+
+                    delegate: Button {
+                        required property int index
+                        required property var modelData
+
+                        objectName: "copyCode" + index
+                        flat: true
+                        font.pixelSize: 11
+                        text: modelData.language !== "" ? qsTr("Copy %1 code (%2)").arg(modelData.language).arg(index + 1) : qsTr("Copy code (%1)").arg(index + 1)
+                        onClicked: {
+                            if (App.copyText(modelData.code))
+                                text = qsTr("Copied");
+                        }
+                    }
+                }
+            }
+
+            Flow {
+                objectName: "branchLinks"
+                visible: root.branchesHere.length > 0
+                Layout.fillWidth: true
+                spacing: 4
+
+                Label {
+                    height: 28
+                    verticalAlignment: Text.AlignVCenter
+                    font.pixelSize: 11
+                    opacity: 0.75
+                    text: qsTr("Branches from here:")
+                }
+                Repeater {
+                    model: root.branchesHere
+
+                    delegate: Button {
+                        required property var modelData
+
+                        flat: true
+                        font.pixelSize: 11
+                        text: "↳ " + modelData.title
+                        onClicked: App.selectChat(modelData.id)
                     }
                 }
             }

@@ -8,6 +8,7 @@ import ZipMoE.Chat
 ToolBar {
     id: bar
     signal openRequested()
+    signal manageRequested()
 
     RowLayout {
         anchors.fill: parent
@@ -74,6 +75,11 @@ ToolBar {
             text: qsTr("Open model…")
             enabled: App.modelState !== "loading"
             onClicked: bar.openRequested()
+        }
+        Button {
+            objectName: "manageModelsButton"
+            text: qsTr("Models…")
+            onClicked: bar.manageRequested()
         }
         Button {
             text: qsTr("Demo model")

@@ -2,6 +2,8 @@
 // what the planner does with it: the F/C/S/E pool split, occupancy and hit rates, the miss rate and
 // the predicted vs measured layer makespan. Everything comes from App.runtime (RuntimeMonitor,
 // refreshed every 250 ms); setBudget / setPools return at once, the runtime replans on its thread.
+// The budget advisor on top (App.advisor) shows what the planner predicts for every budget before
+// it is moved, with the measured replies, the knee and the free memory.
 pragma ComponentBehavior: Bound
 
 import QtQuick
@@ -48,6 +50,10 @@ Page {
 
     title: qsTr("Memory budget")
     objectName: "budgetPage"
+    onVisibleChanged: if (visible) {
+        App.advisor.refreshMeasured();
+        App.advisor.recompute();
+    }
 
     Timer {
         // After a drag, keep showing the dragged value until the monitor's next ticks report it.
@@ -97,6 +103,92 @@ Page {
 
             Item {
                 implicitHeight: 4
+            }
+
+            GroupBox {
+                objectName: "budgetAdvisor"
+                Layout.fillWidth: true
+                title: qsTr("Budget advisor")
+
+                ColumnLayout {
+                    id: advisorBox
+
+                    anchors.fill: parent
+                    spacing: 8
+
+                    readonly property real predictedNow: App.advisor.revision >= 0 ? App.advisor.predictedTpotAt(App.runtime.budgetBytes) : -1
+                    readonly property real swapFrom: App.advisor.freeMemoryBytes > 0 ? App.runtime.heldBytes + App.advisor.freeMemoryBytes : 0
+
+                    Label {
+                        objectName: "budgetAdvisorSummary"
+                        Layout.fillWidth: true
+                        wrapMode: Text.Wrap
+                        text: advisorBox.predictedNow > 0 ? qsTr("At the current budget of %1 the planner predicts %2 per output token (%3 tokens/s).").arg(page.bytes(App.runtime.budgetBytes)).arg(page.ms(advisorBox.predictedNow)).arg((1000 / advisorBox.predictedNow).toFixed(1)) : qsTr("The planner's prediction for every budget, computed from this machine's cost profile and the model's expert statistics.")
+                    }
+                    Label {
+                        objectName: "budgetAdvisorKnee"
+                        Layout.fillWidth: true
+                        wrapMode: Text.Wrap
+                        visible: App.advisor.kneeBytes > 0
+                        color: App.darkMode ? "#fbbf24" : "#b45309"
+                        font.bold: true
+                        text: App.advisor.kneeBytes >= App.advisor.maxBudget ? qsTr("Every byte up to %1 (every expert in memory) still makes tokens faster.").arg(page.bytes(App.advisor.maxBudget)) : qsTr("Beyond %1 you gain less than %2 % per token.").arg(page.bytes(App.advisor.kneeBytes)).arg(Math.round(App.advisor.kneeGain * 100))
+                    }
+                    Label {
+                        objectName: "budgetAdvisorMemory"
+                        Layout.fillWidth: true
+                        wrapMode: Text.Wrap
+                        visible: App.advisor.freeMemoryBytes > 0
+                        text: advisorBox.swapFrom > 0 && advisorBox.swapFrom < page.budgetTo ? qsTr("Free memory: %1 of %2. A budget above %3 would make the system swap.").arg(page.bytes(App.advisor.freeMemoryBytes)).arg(page.bytes(App.advisor.totalMemoryBytes)).arg(page.bytes(advisorBox.swapFrom)) : qsTr("Free memory: %1 of %2; every budget fits without swapping.").arg(page.bytes(App.advisor.freeMemoryBytes)).arg(page.bytes(App.advisor.totalMemoryBytes))
+                    }
+                    BudgetAdvisorChart {
+                        objectName: "budgetAdvisorChart"
+                        Layout.fillWidth: true
+                        curve: App.advisor.curve
+                        measured: App.advisor.measured
+                        budget: App.runtime.budgetBytes
+                        minBudget: App.advisor.minBudget > 0 ? App.advisor.minBudget : page.budgetFrom
+                        maxBudget: App.advisor.maxBudget > 0 ? App.advisor.maxBudget : page.budgetTo
+                        kneeBytes: App.advisor.kneeBytes
+                        swapFrom: advisorBox.swapFrom
+                        formatBytes: page.bytes
+                        onBudgetPicked: bytes => page.requestBudget(bytes)
+                    }
+                    RowLayout {
+                        Layout.fillWidth: true
+                        spacing: 10
+
+                        Label {
+                            objectName: "budgetAdvisorNote"
+                            Layout.fillWidth: true
+                            wrapMode: Text.Wrap
+                            opacity: 0.75
+                            font.pixelSize: 12
+                            text: (App.advisor.denseMs > 0 ? qsTr("TPOT = %1 for the model outside the experts (measured) + the planned expert layers; TTFT for a %2-token prompt.").arg(page.ms(App.advisor.denseMs)).arg(App.advisor.promptTokens) : qsTr("The dense part of the model is not measured yet: the curve shows the expert layers alone until a reply is measured.")) + " " + qsTr("%n measured reply(s) shown. Click the chart to use that budget.", "", App.advisor.measured.length)
+                        }
+                        BusyIndicator {
+                            objectName: "budgetAdvisorBusy"
+                            implicitWidth: 24
+                            implicitHeight: 24
+                            running: App.advisor.busy
+                            visible: running
+                        }
+                        Button {
+                            objectName: "budgetAdvisorKneeButton"
+                            visible: App.advisor.kneeBytes > 0 && App.advisor.kneeBytes < App.advisor.maxBudget
+                            text: qsTr("Use the knee")
+                            onClicked: page.requestBudget(App.advisor.kneeBytes)
+                        }
+                    }
+                    Label {
+                        objectName: "budgetAdvisorError"
+                        Layout.fillWidth: true
+                        visible: text !== ""
+                        text: App.advisor.error
+                        color: "#dc2626"
+                        wrapMode: Text.Wrap
+                    }
+                }
             }
 
             GroupBox {
@@ -262,6 +354,15 @@ Page {
                                 onClicked: page.requestBudget(page.budgetFrom + modelData * App.runtime.expertBytes)
                             }
                         }
+                    }
+
+                    Label {
+                        objectName: "budgetSwapWarning"
+                        Layout.fillWidth: true
+                        visible: App.advisor.freeMemoryBytes > 0 && page.shownBudget > App.runtime.heldBytes + App.advisor.freeMemoryBytes
+                        text: qsTr("This budget is more than the memory free now (%1 besides what the experts hold): the system would swap.").arg(page.bytes(App.advisor.freeMemoryBytes))
+                        color: "#dc2626"
+                        wrapMode: Text.Wrap
                     }
 
                     Label {

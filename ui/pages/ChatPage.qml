@@ -13,6 +13,31 @@ Page {
         anchors.fill: parent
         spacing: 0
 
+        // A branch says where it came from and leads back.
+        Pane {
+            objectName: "branchBanner"
+            Layout.fillWidth: true
+            visible: App.branchParent.id !== undefined
+            padding: 6
+
+            RowLayout {
+                anchors.fill: parent
+                spacing: 8
+
+                Label {
+                    Layout.fillWidth: true
+                    elide: Text.ElideRight
+                    text: App.branchParent.id !== undefined ? qsTr("↳ A branch of “%1”, from message %2.").arg(App.branchParent.title).arg(App.branchParent.position + 1) : ""
+                }
+                Button {
+                    objectName: "openParentChat"
+                    flat: true
+                    text: qsTr("Open the original")
+                    onClicked: App.selectChat(App.branchParent.id)
+                }
+            }
+        }
+
         ListView {
             id: view
             objectName: "messageView"

@@ -3,6 +3,8 @@
 // Ctrl+wheel zooms around the cursor, the wheel or a drag pans, hovering shows an operation's
 // details. The data is `timeline` (TimelineModel, fed by the app every ~100 ms while capturing); the
 // chart is a TimelineView, which draws through the scene graph and keeps 100k intervals smooth.
+// Under it, ScheduleLayerInspector: one layer's predicted schedule next to the measured one, the
+// critical path, per-lane idle time, the token's summary, and the Chrome-trace export.
 pragma ComponentBehavior: Bound
 
 import QtQuick
@@ -72,6 +74,8 @@ Page {
     }
 
     title: qsTr("Schedule")
+    onVisibleChanged: if (visible && !App.inspector.valid && page.timeline.eventCount > 0)
+        App.inspector.inspectLatest()
 
     header: ToolBar {
         RowLayout {
@@ -159,6 +163,9 @@ Page {
         RowLayout {
             Layout.fillWidth: true
             Layout.fillHeight: true
+            // Rows of at most 40 px: the room left goes to the layer inspector below.
+            Layout.maximumHeight: Math.max(100, page.timeline.laneCount * 44)
+            Layout.minimumHeight: 90
             spacing: 0
 
             // Lane names, each beside its row.
@@ -321,6 +328,7 @@ Page {
 
         // Legend: one coloured square and name per operation.
         Flow {
+            objectName: "scheduleLegend"
             Layout.fillWidth: true
             Layout.leftMargin: page.labelWidth
             spacing: 14
@@ -343,6 +351,21 @@ Page {
                     }
                 }
             }
+        }
+    
+        ToolSeparator {
+            Layout.fillWidth: true
+            orientation: Qt.Horizontal
+        }
+
+        ScheduleLayerInspector {
+            objectName: "layerInspector"
+            Layout.fillWidth: true
+            inspector: App.inspector
+            chosenToken: tokenBox.value
+            chosenLayer: layerBox.value
+            viewStartNs: chart.viewStartNs
+            viewEndNs: chart.viewEndNs
         }
     }
 }

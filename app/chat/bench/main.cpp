@@ -12,6 +12,10 @@
 //       expert bytes (each move a replan), on the memory-budget page and on the chat page. A 4 ms
 //       timer on the GUI thread notes how late each tick comes (the longest time the thread was busy
 //       or not scheduled) and every frame is timed from beforeFrameBegin to afterFrameEnd.
+//   zipmoe-chat-bench advisor [--json FILE] [--runs N] [--tokens N]
+//       The same window on the memory-budget page: a reply of N tokens streams while the budget
+//       advisor recomputes its curve without pause (each finished curve starts the next, off the GUI
+//       thread); the same stall and frame figures.
 #include <QCommandLineParser>
 #include <QElapsedTimer>
 #include <QFile>
@@ -36,6 +40,7 @@
 #include <span>
 #include <vector>
 
+#include "budget_advisor_model.h"
 #include "chat_controller.h"
 #include "message_model.h"
 #include "runtime_monitor.h"
@@ -208,15 +213,24 @@ class GuiStallProbe {
   std::vector<double> stalls_, frames_;
 };
 
-QJsonObject benchBudgetMoves(int runs, int tokens) {
-  QTemporaryDir dir;
+ControllerOptions demoOptions(const QTemporaryDir& dir) {
   ControllerOptions o;
   o.databasePath = dir.filePath(QStringLiteral("chat.sqlite"));
   o.storesDir = dir.filePath(QStringLiteral("stores"));
   o.demoModelDir = QStringLiteral(ZIPMOE_DEMO_MODEL_DIR);
-  ChatController controller(o);
+  return o;
+}
+
+// /proc/loadavg's 1-, 5- and 15-minute figures.
+QString loadAverage() {
+  QFile f(QStringLiteral("/proc/loadavg"));
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return QString::fromLatin1(f.readAll()).section(QLatin1Char(' '), 0, 2);
+}
+
+// The whole window (Main.qml) on the controller, with the demo model open and ready.
+QQuickWindow* openDemoWindow(ChatController& controller, QQmlApplicationEngine& engine) {
   ChatController::setInstance(&controller);
-  QQmlApplicationEngine engine;
   controller.setQmlEngine(&engine);
   engine.addImportPath(QStringLiteral("qrc:/"));
   engine.load(QUrl(QStringLiteral("qrc:/ZipMoE/Chat/Main.qml")));
@@ -228,6 +242,14 @@ QJsonObject benchBudgetMoves(int runs, int tokens) {
   if (!waitFor([&] { return controller.modelState() != QStringLiteral("loading"); }, 600000) ||
       controller.modelState() != QStringLiteral("ready"))
     throw std::runtime_error(("the demo model did not open: " + controller.modelError()).toStdString());
+  return window;
+}
+
+QJsonObject benchBudgetMoves(int runs, int tokens) {
+  QTemporaryDir dir;
+  ChatController controller(demoOptions(dir));
+  QQmlApplicationEngine engine;
+  QQuickWindow* window = openDemoWindow(controller, engine);
   controller.newChat();
   controller.setSamplingValue("maxTokens", tokens);
   const auto showPage = [&](int page) {
@@ -281,19 +303,75 @@ QJsonObject benchBudgetMoves(int runs, int tokens) {
   return o2;
 }
 
+// The budget advisor recomputing without pause (each finished curve starts the next) on the
+// memory-budget page while a reply streams: the GUI thread's stalls and frames meanwhile.
+QJsonObject benchAdvisor(int runs, int tokens) {
+  QTemporaryDir dir;
+  ChatController controller(demoOptions(dir));
+  QQmlApplicationEngine engine;
+  QQuickWindow* window = openDemoWindow(controller, engine);
+  controller.newChat();
+  controller.setSamplingValue("maxTokens", tokens);
+  window->setProperty("currentPage", 1);
+  BudgetAdvisorModel* advisor = controller.advisor();
+  if (!waitFor([&] { return advisor->revision() > 0 && !advisor->busy(); }, 600000))
+    throw std::runtime_error("the advisor never finished its first curve");
+  QJsonArray results;
+  std::printf("budget advisor recomputing continuously while a %d-token reply streams (demo model, %s, budget page):\n",
+              tokens, qPrintable(QGuiApplication::platformName()));
+  std::printf("  %-4s %12s %10s %13s %10s %12s %7s %10s %8s\n", "run", "longest stall", "p99 stall", "longest frame",
+              "p99 frame", "median frame", "frames", "curves", "tok/s");
+  for (int run = 1; run <= runs; ++run) {
+    const QString loadBefore = loadAverage();
+    GuiStallProbe probe(window);
+    const int first = advisor->revision();
+    bool finished = false;
+    const auto again = QObject::connect(advisor, &BudgetAdvisorModel::curveChanged, [&] {
+      if (!finished) advisor->recompute();
+    });
+    const auto done = QObject::connect(&controller, &ChatController::replyFinished, [&] { finished = true; });
+    if (!controller.send(QStringLiteral("KING RICHARD:\nNow is the winter of our discontent")))
+      throw std::runtime_error(("send failed: " + controller.lastError()).toStdString());
+    advisor->recompute();
+    waitFor([&] { return finished; }, 600000);
+    QObject::disconnect(again);
+    QObject::disconnect(done);
+    const int curves = advisor->revision() - first;
+    waitFor([&] { return !advisor->busy(); }, 600000);
+    QJsonObject s = probe.summary();
+    s["run"] = run;
+    s["page"] = QStringLiteral("budget");
+    s["curvesComputed"] = curves;
+    s["loadAverageBefore"] = loadBefore;  // the machine is shared: how busy it was
+    s["loadAverageAfter"] = loadAverage();
+    s["pointsPerCurve"] = BudgetAdvisorModel::kPoints;
+    s["generatedTokens"] = controller.messages()->rows().back().generatedTokens;
+    s["tokensPerSecond"] = controller.messages()->rows().back().tokensPerSecond;
+    results.append(s);
+    std::printf("  %-4d %10.1f ms %7.1f ms %10.1f ms %7.1f ms %9.2f ms %7d %10d %8.0f\n", run,
+                s["longestStallMs"].toDouble(), s["p99StallMs"].toDouble(), s["longestFrameMs"].toDouble(),
+                s["p99FrameMs"].toDouble(), s["medianFrameMs"].toDouble(), s["frames"].toInt(), curves,
+                s["tokensPerSecond"].toDouble());
+  }
+  QJsonObject o;
+  o["tokens"] = tokens;
+  o["results"] = results;
+  return o;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   QGuiApplication app(argc, argv);
   QQuickStyle::setStyle(QStringLiteral("Fusion"));
   QCommandLineParser parser;
-  parser.setApplicationDescription(QStringLiteral("Measurements of the chat app's GUI thread: timeline | budget-moves"));
+  parser.setApplicationDescription(QStringLiteral("Measurements of the chat app's GUI thread: timeline | budget-moves | advisor"));
   parser.addHelpOption();
-  parser.addPositionalArgument(QStringLiteral("benchmark"), QStringLiteral("timeline or budget-moves"));
+  parser.addPositionalArgument(QStringLiteral("benchmark"), QStringLiteral("timeline, budget-moves or advisor"));
   const QCommandLineOption json(QStringLiteral("json"), QStringLiteral("Also write the figures to this file."), QStringLiteral("file"));
   const QCommandLineOption repeat(QStringLiteral("repeat"), QStringLiteral("timeline: runs, the best is kept (1-100, default 5)."), QStringLiteral("n"), QStringLiteral("5"));
-  const QCommandLineOption runs(QStringLiteral("runs"), QStringLiteral("budget-moves: runs on each page (1-20, default 3)."), QStringLiteral("n"), QStringLiteral("3"));
-  const QCommandLineOption tokens(QStringLiteral("tokens"), QStringLiteral("budget-moves: tokens per reply (1-250, default 200)."), QStringLiteral("n"), QStringLiteral("200"));
+  const QCommandLineOption runs(QStringLiteral("runs"), QStringLiteral("budget-moves, advisor: runs (on each page) (1-20, default 3)."), QStringLiteral("n"), QStringLiteral("3"));
+  const QCommandLineOption tokens(QStringLiteral("tokens"), QStringLiteral("budget-moves, advisor: tokens per reply (1-250, default 200)."), QStringLiteral("n"), QStringLiteral("200"));
   parser.addOptions({json, repeat, runs, tokens});
   parser.process(app);
   const QStringList args = parser.positionalArguments();
@@ -307,14 +385,17 @@ int main(int argc, char** argv) {
     }
     return v;
   };
-  if (args.size() != 1 || (args[0] != QStringLiteral("timeline") && args[0] != QStringLiteral("budget-moves"))) {
-    std::fprintf(stderr, "zipmoe-chat-bench: expected one benchmark, timeline or budget-moves (--help)\n");
+  if (args.size() != 1 || (args[0] != QStringLiteral("timeline") && args[0] != QStringLiteral("budget-moves") &&
+                           args[0] != QStringLiteral("advisor"))) {
+    std::fprintf(stderr, "zipmoe-chat-bench: expected one benchmark, timeline, budget-moves or advisor (--help)\n");
     return 2;
   }
   const int repeats = number(repeat, 1, 100), runCount = number(runs, 1, 20), tokenCount = number(tokens, 1, 250);
   QJsonObject result;
   try {
-    result = args[0] == QStringLiteral("timeline") ? benchTimeline(repeats) : benchBudgetMoves(runCount, tokenCount);
+    result = args[0] == QStringLiteral("timeline")       ? benchTimeline(repeats)
+             : args[0] == QStringLiteral("budget-moves") ? benchBudgetMoves(runCount, tokenCount)
+                                                         : benchAdvisor(runCount, tokenCount);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zipmoe-chat-bench: error: %s\n", e.what());
     return 1;

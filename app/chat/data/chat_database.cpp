@@ -11,13 +11,17 @@
 #include <QThread>
 #include <QtEndian>
 
+#include <algorithm>
 #include <atomic>
 #include <limits>
 #include <unordered_map>
 
 #include "schema_migrations.h"
+#include "sql_statement.h"
 
 namespace zipmoe::app {
+
+using namespace sql;  // NOLINT: this file is the helpers' main user
 
 // ---- per-thread connections
 
@@ -78,133 +82,9 @@ std::unordered_map<quint64, ThreadConnection>& threadConnections() {
   return connections;
 }
 
-// ---- statements
-
-[[noreturn]] void throwError(const QString& path, const QString& what, const QString& problem) {
-  throw DatabaseError(QStringLiteral("%1: %2: %3").arg(path, what, problem));
-}
-
-QString sqlErrorText(const QSqlError& e) {
-  const QString text = e.text().trimmed();
-  return text.isEmpty() ? QStringLiteral("unknown SQLite error") : text;
-}
-
-// A prepared statement whose every failure throws DatabaseError "<file>: <what>: <SQLite's text>".
-class Statement {
- public:
-  Statement(const QSqlDatabase& db, const QString& path, QString what, const QString& sql)
-      : query_(db), path_(path), what_(std::move(what)) {
-    query_.setForwardOnly(true);  // no client-side row cache
-    if (!query_.prepare(sql)) fail(sqlErrorText(query_.lastError()));
-  }
-
-  Statement& bind(const QVariant& value) {
-    query_.bindValue(nextBind_++, value);
-    return *this;
-  }
-  Statement& exec() {
-    nextBind_ = 0;  // the next bind() starts the next execution's values
-    if (!query_.exec()) fail(sqlErrorText(query_.lastError()));
-    return *this;
-  }
-  bool next() {
-    if (query_.next()) return true;
-    if (query_.lastError().isValid()) fail(sqlErrorText(query_.lastError()));
-    return false;
-  }
-  QVariant value(int column) const { return query_.value(column); }
-  int rowsAffected() const { return query_.numRowsAffected(); }
-  qint64 lastInsertId() const { return query_.lastInsertId().toLongLong(); }
-  void requireOneRowChanged(const QString& problem) const {
-    if (rowsAffected() != 1) fail(problem);
-  }
-
-  [[noreturn]] void fail(const QString& problem) const { throwError(path_, what_, problem); }
-
- private:
-  QSqlQuery query_;
-  const QString& path_;
-  QString what_;
-  int nextBind_ = 0;
-};
-
-void execOrThrow(const QSqlDatabase& db, const QString& path, const QString& what, const QString& sql) {
-  Statement(db, path, what, sql).exec();
-}
-
-// BEGIN IMMEDIATE takes the write lock up front, waiting up to busy_timeout: a deferred BEGIN that
-// reads and then writes fails at once with SQLITE_BUSY when another writer committed in between.
-// Rolls back unless commit() was called.
-class WriteTransaction {
- public:
-  WriteTransaction(QSqlDatabase db, const QString& path, QString what)
-      : db_(std::move(db)), path_(path), what_(std::move(what)) {
-    execOrThrow(db_, path_, what_ + QStringLiteral(" (BEGIN IMMEDIATE)"), QStringLiteral("BEGIN IMMEDIATE"));
-  }
-  ~WriteTransaction() {
-    if (!done_) QSqlQuery(db_).exec(QStringLiteral("ROLLBACK"));
-  }
-  WriteTransaction(const WriteTransaction&) = delete;
-  WriteTransaction& operator=(const WriteTransaction&) = delete;
-
-  // REQUIRES: the transaction's Statements are destroyed.
-  void commit() {
-    execOrThrow(db_, path_, what_ + QStringLiteral(" (COMMIT)"), QStringLiteral("COMMIT"));
-    done_ = true;
-  }
-
- private:
-  QSqlDatabase db_;
-  const QString& path_;
-  QString what_;
-  bool done_ = false;
-};
-
-int readUserVersion(const QSqlDatabase& db, const QString& path) {
-  Statement q(db, path, QStringLiteral("reading the schema version (PRAGMA user_version)"),
-              QStringLiteral("PRAGMA user_version"));
-  q.exec();
-  if (!q.next()) q.fail(QStringLiteral("no result"));
-  return q.value(0).toInt();
-}
-
-// SQLite binds a null QString as NULL, which the NOT NULL text columns refuse.
-QVariant text(const QString& s) { return s.isNull() ? QVariant(QStringLiteral("")) : QVariant(s); }
-
-QDateTime utcFromMs(const QVariant& ms) { return QDateTime::fromMSecsSinceEpoch(ms.toLongLong(), Qt::UTC); }
-
-// '\' escapes LIKE's '%', '_' and itself, so that the user's text matches literally.
-QString likeContains(const QString& userText) {
-  QString escaped = userText;
-  escaped.replace(QLatin1Char('\\'), QStringLiteral("\\\\"));
-  escaped.replace(QLatin1Char('%'), QStringLiteral("\\%"));
-  escaped.replace(QLatin1Char('_'), QStringLiteral("\\_"));
-  return QLatin1Char('%') + escaped + QLatin1Char('%');
-}
-
-qint64 toSqlInteger(quint64 v, const QString& path, const QString& what) {
-  if (v > static_cast<quint64>(std::numeric_limits<qint64>::max()))
-    throwError(path, what, QStringLiteral("%1 exceeds SQLite's largest integer 2^63 - 1").arg(v));
-  return static_cast<qint64>(v);
-}
-
-constexpr char kChatColumns[] = "id, title, created_at, updated_at, system_prompt, sampling_json, model_key";
-
-ChatRecord readChat(const Statement& q) {
-  ChatRecord c;
-  c.id = q.value(0).toLongLong();
-  c.title = q.value(1).toString();
-  c.createdAt = utcFromMs(q.value(2));
-  c.updatedAt = utcFromMs(q.value(3));
-  c.systemPrompt = q.value(4).toString();
-  c.samplingJson = q.value(5).toString();
-  c.modelKey = q.value(6).toString();
-  return c;
-}
-
 constexpr char kMessageColumns[] =
     "id, chat_id, position, role, content, state, created_at, ttft_ms, tokens_per_second, prompt_tokens,"
-    " generated_tokens, expert_hit_rate, stop_reason";
+    " generated_tokens, expert_hit_rate, stop_reason, model_key, budget_bytes, tpot_ms";
 
 MessageRecord readMessage(const Statement& q) {
   MessageRecord m;
@@ -225,6 +105,9 @@ MessageRecord readMessage(const Statement& q) {
   m.generatedTokens = q.value(10).toInt();
   m.expertHitRate = q.value(11).toDouble();
   m.stopReason = q.value(12).toString();
+  m.modelKey = q.value(13).toString();
+  m.budgetBytes = static_cast<quint64>(std::max<qint64>(0, q.value(14).toLongLong()));
+  m.tpotMs = q.value(15).toDouble();
   return m;
 }
 
@@ -500,10 +383,11 @@ void ChatDatabase::finishMessage(qint64 messageId, const QString& content, Messa
   {
     Statement q(db, path_, what,
                 QStringLiteral("UPDATE messages SET content = ?, state = ?, ttft_ms = ?, tokens_per_second = ?,"
-                               " prompt_tokens = ?, generated_tokens = ?, expert_hit_rate = ?, stop_reason = ?"
-                               " WHERE id = ? RETURNING chat_id"));
+                               " prompt_tokens = ?, generated_tokens = ?, expert_hit_rate = ?, stop_reason = ?, model_key = ?,"
+                               " budget_bytes = ?, tpot_ms = ? WHERE id = ? RETURNING chat_id"));
     q.bind(text(content)).bind(messageStateName(state)).bind(stats.ttftMs).bind(stats.tokensPerSecond);
     q.bind(stats.promptTokens).bind(stats.generatedTokens).bind(stats.expertHitRate).bind(text(stats.stopReason));
+    q.bind(text(stats.modelKey)).bind(toSqlInteger(stats.budgetBytes, path_, what)).bind(stats.tpotMs);
     if (!q.bind(messageId).exec().next()) q.fail(QStringLiteral("no message with id %1").arg(messageId));
     chatId = q.value(0).toLongLong();
   }

@@ -69,6 +69,8 @@ struct ChatRecord {
   QString systemPrompt;
   QString samplingJson;
   QString modelKey;
+  qint64 parentChatId = 0;  // the chat this one branched from; 0 = none (a root, or its parent was deleted)
+  int branchPosition = -1;  // the last message position copied from the parent; -1 = not a branch
 };
 
 // A finished reply's measurements; -1 means unknown (a user message, or a reply that never started).
@@ -79,6 +81,19 @@ struct MessageStats {
   int generatedTokens = 0;
   double expertHitRate = -1;  // a fraction in [0, 1]
   QString stopReason;         // e.g. "eos", "max_tokens", "stopped", or an error's text
+  QString modelKey;           // the model that wrote it (empty: unknown)
+  quint64 budgetBytes = 0;    // the memory budget it ran under (0: unknown, or moved while it streamed)
+  double tpotMs = -1;         // measured time per output token
+};
+
+// A reply's measured TPOT at its budget (the budget advisor's measured points).
+struct ReplyMeasurement {
+  qint64 messageId = 0;
+  quint64 budgetBytes = 0;
+  double tpotMs = 0;
+  double ttftMs = -1;
+  int promptTokens = 0;
+  QDateTime createdAt;  // UTC
 };
 
 struct MessageRecord {
@@ -95,6 +110,9 @@ struct MessageRecord {
   int generatedTokens = 0;
   double expertHitRate = -1;  // a fraction in [0, 1]; -1 = unknown
   QString stopReason;
+  QString modelKey;
+  quint64 budgetBytes = 0;
+  double tpotMs = -1;
 };
 
 struct ActivationStatsRecord {
@@ -170,6 +188,23 @@ class ChatDatabase {
   // At startup: every Streaming message (a reply the previous run did not finish) becomes
   // Incomplete with stop reason "interrupted" and the text it had last committed. Returns how many.
   int recoverInterruptedReplies();
+
+  // ---- branches (chat_branches.cpp)
+  // A new chat holding copies of the chat's messages at positions 0..position, with the chat's
+  // system prompt, sampling and model, titled `title`, recorded as a branch of it. One transaction.
+  // Throws DatabaseError when the chat or a message at `position` does not exist.
+  ChatRecord branchChat(qint64 chatId, int position, const QString& title);
+  // The chats branched from `chatId`, oldest first.
+  std::vector<ChatRecord> branchesOf(qint64 chatId) const;
+
+  // ---- measured replies and model stores (chat_branches.cpp)
+  // The model's finished replies with a known budget and TPOT, newest first, at most `limit`.
+  std::vector<ReplyMeasurement> replyMeasurements(const QString& modelKey, int limit = 500) const;
+  // Records that the store at `path` was opened now.
+  void touchModelStore(const QString& path, const QString& modelKey);
+  // When the store at `path` was last opened (invalid QDateTime: never recorded).
+  QDateTime modelStoreLastUse(const QString& path) const;
+  void forgetModelStore(const QString& path);
 
   // ---- per-model statistics and plans
   // Replaces the model's counts in one transaction. Throws DatabaseError when the vectors do not

@@ -63,6 +63,26 @@ const std::vector<SchemaMigration>& schemaMigrations() {
            " profile_json TEXT NOT NULL,"
            " updated_at INTEGER NOT NULL)",
        }},
+      {3,
+       "branches, measured replies and model stores",
+       {
+           // A branch is a chat of its own that starts with a copy of its parent's messages up to
+           // branch_position; deleting the parent keeps the branch (it becomes a root).
+           "ALTER TABLE chats ADD COLUMN parent_chat_id INTEGER REFERENCES chats(id) ON DELETE SET NULL",
+           "ALTER TABLE chats ADD COLUMN branch_position INTEGER NOT NULL DEFAULT -1",
+           "CREATE INDEX chats_by_parent ON chats(parent_chat_id) WHERE parent_chat_id IS NOT NULL",
+           // What the budget advisor plots: a reply's model, the budget it ran under (0: unknown, or
+           // moved while it streamed) and its measured time per output token.
+           "ALTER TABLE messages ADD COLUMN model_key TEXT NOT NULL DEFAULT ''",
+           "ALTER TABLE messages ADD COLUMN budget_bytes INTEGER NOT NULL DEFAULT 0",
+           "ALTER TABLE messages ADD COLUMN tpot_ms REAL NOT NULL DEFAULT -1",
+           "CREATE INDEX messages_measured ON messages(model_key, id) WHERE tpot_ms > 0 AND budget_bytes > 0",
+           // The model manager's "last used", per store directory.
+           "CREATE TABLE model_stores ("
+           " path TEXT PRIMARY KEY NOT NULL,"
+           " model_key TEXT NOT NULL DEFAULT '',"
+           " last_used INTEGER NOT NULL)",
+       }},
   };
   return steps;
 }

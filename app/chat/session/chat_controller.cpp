@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "chat_database.h"
+#include "zipmoe/cost_profile.h"
 #include "chat_export.h"
 #include "chat_list_model.h"
 #include "engine_worker.h"
@@ -66,7 +67,9 @@ ChatController::ChatController(const ControllerOptions& options, QObject* parent
       messages_(new MessageModel(this)),
       timeline_(new TimelineModel(this)),
       runtime_(new RuntimeMonitor(handle_, timeline_, this)),
-      localServer_(new LocalServerController(this)) {
+      localServer_(new LocalServerController(this)),
+      advisor_(new BudgetAdvisorModel(handle_, this)),
+      inspector_(new ScheduleInspector(timeline_, this)) {
   qRegisterMetaType<ChatTurn>();
   qRegisterMetaType<QList<ChatTurn>>();
   qRegisterMetaType<ReplyStats>();
@@ -86,6 +89,7 @@ ChatController::ChatController(const ControllerOptions& options, QObject* parent
     }
   }
 
+  stores_ = new ModelStoresModel(options_.storesDir, database_, this);
   worker_ = new EngineWorker(database_, handle_);
   worker_->moveToThread(&thread_);
   connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
@@ -224,6 +228,17 @@ void ChatController::onModelReady(const ModelInfo& info) {
   info_ = info;
   tryDatabase([&](ChatDatabase& db) { db.setSetting(QStringLiteral("lastModel"), info.sourcePath); });
   runtime_->refresh();
+  const QString store = QFileInfo(info.storePath).canonicalFilePath();
+  tryDatabase([&](ChatDatabase& db) { db.touchModelStore(store.isEmpty() ? info.storePath : store, info.modelKey); });
+  stores_->setOpenStore(info.storePath);
+  advisor_->setModel(info.storePath, info.modelKey, database_);
+  advisor_->recompute();
+  try {
+    inspector_->setProfile(loadCostProfile((info.storePath + QStringLiteral("/profile.json")).toStdString()));
+  } catch (const std::exception&) {
+    inspector_->setProfile(std::nullopt);  // the schedule page says that it cannot predict
+  }
+  inspector_->setObservedExpertMs(0);
   lastPlanBudget_ = 0;
   lastPlanPools_ = 0;
   savePlan();  // the plan the runtime opened with
@@ -299,7 +314,7 @@ void ChatController::reloadChats() {
   std::vector<ChatRow> rows;
   if (database_) {
     try {
-      for (const ChatRecord& c : database_->listChats(searchText_)) rows.push_back({c.id, c.title, c.updatedAt});
+      for (const ChatRecord& c : database_->listChats(searchText_)) rows.push_back({c.id, c.title, c.updatedAt, c.parentChatId});
     } catch (const std::exception& e) {
       setError(QString::fromUtf8(e.what()));
     }
@@ -351,11 +366,14 @@ void ChatController::loadCurrentChat() {
     if (!chat) {
       currentChatId_ = 0;
       currentChatTitle_.clear();
+      branchParent_.clear();
+      branches_.clear();
       messages_->reset({});
       Q_EMIT currentChatChanged();
       return;
     }
     currentChatTitle_ = chat->title;
+    loadBranches(*chat);
     systemPrompt_ = chat->systemPrompt;
     QString problem;
     sampling_ = SamplingSettings::fromJson(chat->samplingJson, &problem);
@@ -631,7 +649,14 @@ void ChatController::onReplyFinished(qint64 requestId, const ReplyStats& stats) 
   s.generatedTokens = stats.generatedTokens;
   s.expertHitRate = stats.expertHitRate;
   s.stopReason = stats.stopReason;
+  s.modelKey = info_.modelKey;
+  s.budgetBytes = stats.budgetBytes;
+  s.tpotMs = stats.tpotMs;
   finishStream(MessageState::Complete, s);
+  runtime_->refresh();  // drains the reply's trace: the FFN times below are this reply's too
+  advisor_->setObservedExpertMs(runtime_->expertFfnMs());
+  inspector_->setObservedExpertMs(runtime_->expertFfnMs());
+  advisor_->recordDense(stats.denseMsPerToken, stats.densePrefillMsPerToken, stats.promptTokens);
   lastReplyPrompt_ = {{QStringLiteral("promptTokens"), stats.promptTokens},
                       {QStringLiteral("reusedTokens"), stats.reusedTokens},
                       {QStringLiteral("prefilledTokens"), stats.prefilledTokens},

@@ -16,6 +16,7 @@
 #include <QThread>
 #include <QTimer>
 #include <QTranslator>
+#include <QVariantList>
 #include <QVariantMap>
 #include <QtQml/qqmlregistration.h>
 
@@ -24,16 +25,20 @@
 
 #include <QQmlEngine>
 
+#include "budget_advisor_model.h"
 #include "chat_list_model.h"
 #include "chat_types.h"
 #include "local_server_controller.h"
 #include "message_model.h"
+#include "model_stores_model.h"
 #include "runtime_monitor.h"
+#include "schedule_inspector.h"
 #include "timeline_model.h"
 
 namespace zipmoe::app {
 
 class ChatDatabase;
+struct ChatRecord;
 class EngineWorker;
 struct MessageStats;
 enum class MessageState;
@@ -55,6 +60,9 @@ class ChatController : public QObject {
   Q_PROPERTY(zipmoe::app::RuntimeMonitor* runtime READ runtime CONSTANT FINAL)
   Q_PROPERTY(zipmoe::app::TimelineModel* timeline READ timeline CONSTANT FINAL)
   Q_PROPERTY(zipmoe::app::LocalServerController* localServer READ localServer CONSTANT FINAL)
+  Q_PROPERTY(zipmoe::app::BudgetAdvisorModel* advisor READ advisor CONSTANT FINAL)
+  Q_PROPERTY(zipmoe::app::ScheduleInspector* inspector READ inspector CONSTANT FINAL)
+  Q_PROPERTY(zipmoe::app::ModelStoresModel* stores READ stores CONSTANT FINAL)
   Q_PROPERTY(QString modelState READ modelState NOTIFY modelChanged)  // none, loading, ready, failed
   Q_PROPERTY(QString loadStage READ loadStage NOTIFY loadProgressChanged FINAL)
   Q_PROPERTY(double loadProgress READ loadProgress NOTIFY loadProgressChanged)  // < 0: indeterminate
@@ -64,12 +72,19 @@ class ChatController : public QObject {
   Q_PROPERTY(bool generating READ generating NOTIFY generatingChanged FINAL)
   Q_PROPERTY(qint64 currentChatId READ currentChatId NOTIFY currentChatChanged FINAL)
   Q_PROPERTY(QString currentChatTitle READ currentChatTitle NOTIFY currentChatChanged FINAL)
+  // Branching (chat_branching.cpp): the chat this one branched from, {id, title, position} (empty
+  // for a root), and the chats branched from this one, [{id, title, position}] oldest first.
+  Q_PROPERTY(QVariantMap branchParent READ branchParent NOTIFY currentChatChanged FINAL)
+  Q_PROPERTY(QVariantList branches READ branches NOTIFY currentChatChanged FINAL)
   Q_PROPERTY(QString searchText READ searchText WRITE setSearchText NOTIFY searchTextChanged FINAL)
   Q_PROPERTY(QString systemPrompt READ systemPrompt WRITE setSystemPrompt NOTIFY chatSettingsChanged FINAL)
   Q_PROPERTY(QVariantMap sampling READ sampling NOTIFY chatSettingsChanged FINAL)
   Q_PROPERTY(int decompressWorkers READ decompressWorkers WRITE setDecompressWorkers NOTIFY modelChanged FINAL)
   Q_PROPERTY(int cpuCores READ cpuCores CONSTANT FINAL)
   Q_PROPERTY(QString language READ language WRITE setLanguage NOTIFY languageChanged FINAL)
+  // Dark palette in force (color_scheme.h): main() follows the system; the pages pick their own
+  // accents by it.
+  Q_PROPERTY(bool darkMode READ darkMode WRITE setDarkMode NOTIFY darkModeChanged FINAL)
   Q_PROPERTY(QString lastError READ lastError NOTIFY lastErrorChanged FINAL)
   Q_PROPERTY(QString notice READ notice NOTIFY noticeChanged FINAL)  // information, not an error
   Q_PROPERTY(QString databaseError READ databaseError CONSTANT FINAL)
@@ -95,6 +110,9 @@ class ChatController : public QObject {
   RuntimeMonitor* runtime() const { return runtime_; }
   TimelineModel* timeline() const { return timeline_; }
   LocalServerController* localServer() const { return localServer_; }
+  BudgetAdvisorModel* advisor() const { return advisor_; }
+  ScheduleInspector* inspector() const { return inspector_; }
+  ModelStoresModel* stores() const { return stores_; }
   QString modelState() const { return modelState_; }
   QString loadStage() const { return loadStage_; }
   double loadProgress() const { return loadProgress_; }
@@ -104,6 +122,8 @@ class ChatController : public QObject {
   bool generating() const { return stream_.requestId != 0; }
   qint64 currentChatId() const { return currentChatId_; }
   QString currentChatTitle() const { return currentChatTitle_; }
+  QVariantMap branchParent() const { return branchParent_; }
+  QVariantList branches() const { return branches_; }
   QString searchText() const { return searchText_; }
   void setSearchText(const QString& text);
   QString systemPrompt() const { return systemPrompt_; }
@@ -113,6 +133,8 @@ class ChatController : public QObject {
   void setDecompressWorkers(int workers);
   int cpuCores() const;
   QString language() const { return language_; }
+  bool darkMode() const { return darkMode_; }
+  void setDarkMode(bool dark);
   void setLanguage(const QString& code);
   QString lastError() const { return lastError_; }
   QString notice() const;
@@ -133,6 +155,13 @@ class ChatController : public QObject {
   Q_INVOKABLE bool regenerate();
   Q_INVOKABLE bool editAndResend(int position, const QString& text);
   Q_INVOKABLE bool copyMessage(int position);
+  // A new chat holding this chat's messages up to `position`, kept in the database as a branch of
+  // it, and opened. False (with lastError) when no chat is open, a reply streams or the database
+  // refuses.
+  Q_INVOKABLE bool branchFrom(int position);
+  // The fenced code blocks of a message's text: [{language, code}] in order (code_blocks.h).
+  Q_INVOKABLE QVariantList codeBlocks(const QString& text) const;
+  Q_INVOKABLE bool copyText(const QString& text);
   // Writes the chat as Markdown (.md) or JSON (.json, by the file's suffix). Returns false and sets
   // lastError on failure.
   Q_INVOKABLE bool exportChat(qint64 chatId, const QString& fileOrUrl);
@@ -154,6 +183,7 @@ class ChatController : public QObject {
   void searchTextChanged();
   void chatSettingsChanged();
   void languageChanged();
+  void darkModeChanged();
   void lastErrorChanged();
   void noticeChanged();
   void replyFinished(qint64 messageId);  // a reply ended (finished, stopped or failed)
@@ -173,6 +203,7 @@ class ChatController : public QObject {
   bool startReply();
   void reloadChats();
   void loadCurrentChat();
+  void loadBranches(const ChatRecord& chat);
   void saveChatSettings();
   void setError(const QString& error);
   void setModelState(const QString& state);
@@ -196,6 +227,9 @@ class ChatController : public QObject {
   TimelineModel* timeline_;
   RuntimeMonitor* runtime_;
   LocalServerController* localServer_;
+  BudgetAdvisorModel* advisor_;
+  ScheduleInspector* inspector_;
+  ModelStoresModel* stores_ = nullptr;
   QPointer<QQmlEngine> qmlEngine_;
   QTranslator translator_;
 
@@ -209,10 +243,13 @@ class ChatController : public QObject {
 
   qint64 currentChatId_ = 0;
   QString currentChatTitle_;
+  QVariantMap branchParent_;
+  QVariantList branches_;
   QString searchText_;
   QString systemPrompt_;
   SamplingSettings sampling_;
   QString language_ = QStringLiteral("en");
+  bool darkMode_ = false;
   QString lastError_;
   int droppedTurns_ = 0;  // the notice: oldest turns the last reply left out (0 = no notice)
   QVariantMap lastReplyPrompt_;

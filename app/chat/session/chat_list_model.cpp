@@ -14,12 +14,13 @@ QVariant ChatListModel::data(const QModelIndex& index, int role) const {
     case Qt::DisplayRole:
     case TitleRole: return r.title;
     case UpdatedAtRole: return r.updatedAt;
+    case ParentIdRole: return r.parentId;
     default: return {};
   }
 }
 
 QHash<int, QByteArray> ChatListModel::roleNames() const {
-  return {{IdRole, "chatId"}, {TitleRole, "title"}, {UpdatedAtRole, "updatedAt"}};
+  return {{IdRole, "chatId"}, {TitleRole, "title"}, {UpdatedAtRole, "updatedAt"}, {ParentIdRole, "parentId"}};
 }
 
 int ChatListModel::indexOf(qint64 chatId) const {

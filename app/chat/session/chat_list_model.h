@@ -16,6 +16,7 @@ struct ChatRow {
   qint64 id = 0;
   QString title;
   QDateTime updatedAt;
+  qint64 parentId = 0;  // the chat it branched from (0: none)
 };
 
 class ChatListModel : public QAbstractListModel {
@@ -25,7 +26,7 @@ class ChatListModel : public QAbstractListModel {
   Q_PROPERTY(int count READ count NOTIFY countChanged)
 
  public:
-  enum Role { IdRole = Qt::UserRole + 1, TitleRole, UpdatedAtRole };
+  enum Role { IdRole = Qt::UserRole + 1, TitleRole, UpdatedAtRole, ParentIdRole };
   explicit ChatListModel(QObject* parent = nullptr);
 
   int rowCount(const QModelIndex& parent = {}) const override;

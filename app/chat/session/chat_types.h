@@ -41,6 +41,13 @@ struct ReplyStats {
   int droppedTurns = 0;       // oldest turns left out so the conversation fits the context window
   int reusedTokens = 0;       // prompt tokens the engine's cache already held (ChatSession)
   int prefilledTokens = 0;    // prompt tokens run through the model for this reply
+  double tpotMs = -1;         // measured time per output token (-1: fewer than two tokens)
+  quint64 budgetBytes = 0;    // the memory budget the reply ran under; 0 = no runtime, or it moved meanwhile
+  // The model outside the expert batches (attention, router, shared experts, sampling): per decode
+  // step, and per prompt token during prefill; -1 = not measured. The budget advisor adds these to
+  // the planner's expert path.
+  double denseMsPerToken = -1;
+  double densePrefillMsPerToken = -1;
 };
 
 struct ModelInfo {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include "chat_database.h"
@@ -243,9 +244,11 @@ void EngineWorker::generate(qint64 requestId, const QList<ChatTurn>& turns, cons
 
     ExpertRuntime* rt = engine_->runtime();
     const RuntimeStats before = rt ? rt->stats() : RuntimeStats{};
+    std::optional<RuntimeStats> atFirstToken;  // the prefill's end: what the decode steps are measured from
     const TurnStats turn = session_->reply(
         params,
         [&](std::string_view text) {
+          if (rt && !atFirstToken) atFirstToken = rt->stats();
           Q_EMIT textArrived(requestId, QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size())));
           waitWhilePaused();
           return !stop_.load(std::memory_order_relaxed);
@@ -262,11 +265,24 @@ void EngineWorker::generate(qint64 requestId, const QList<ChatTurn>& turns, cons
     stats.generatedTokens = g.generatedTokens;
     stats.stopReason = QString::fromStdString(g.stopReason);
     stats.droppedTurns = turn.droppedMessages;
+    if (g.generatedTokens >= 2 && g.timePerOutputTokenMs > 0) stats.tpotMs = g.timePerOutputTokenMs;
     if (rt) {
       const RuntimeStats after = rt->stats();
       const uint64_t activations = after.activations - before.activations;
       if (activations > 0)
         stats.expertHitRate = static_cast<double>(sum(after.hits) - sum(before.hits)) / static_cast<double>(activations);
+      // A budget moved while the reply streamed makes its TPOT a mix of two budgets: not a measurement of either.
+      if (after.budgetBytes == before.budgetBytes) stats.budgetBytes = after.budgetBytes;
+      if (atFirstToken) {
+        // Decode: the runtime's time between expert batches per step, from the first token on (the
+        // gap before the prefill may hold idle time, so the prefill is measured apart).
+        const uint64_t steps = after.steps - atFirstToken->steps;
+        if (steps > 0) stats.denseMsPerToken = (after.denseSeconds - atFirstToken->denseSeconds) * 1e3 / static_cast<double>(steps);
+        // Prefill: its time to the first token less its expert batches.
+        const double prefillExperts = (atFirstToken->measuredMakespan - before.measuredMakespan) * 1e3;
+        if (turn.prefilledTokens > 0 && g.timeToFirstTokenMs > prefillExperts)
+          stats.densePrefillMsPerToken = (g.timeToFirstTokenMs - prefillExperts) / turn.prefilledTokens;
+      }
     }
     saveStatistics();  // before the signal: whoever reacts to it finds the statistics saved
     Q_EMIT replyFinished(requestId, stats);

@@ -2,6 +2,8 @@
 
 #include <QVariantMap>
 
+#include <algorithm>
+
 #include "timeline_model.h"
 #include "zipmoe/error.h"
 
@@ -9,6 +11,7 @@ namespace zipmoe::app {
 
 namespace {
 constexpr int kHistoryLength = 120;  // samples kept for the makespan chart
+constexpr size_t kFfnWindow = 512;   // expert FFN times kept for their median
 }  // namespace
 
 RuntimeMonitor::RuntimeMonitor(std::shared_ptr<RuntimeHandle> handle, TimelineModel* timeline, QObject* parent)
@@ -16,6 +19,14 @@ RuntimeMonitor::RuntimeMonitor(std::shared_ptr<RuntimeHandle> handle, TimelineMo
   timer_.setInterval(250);
   connect(&timer_, &QTimer::timeout, this, &RuntimeMonitor::refresh);
   timer_.start();
+}
+
+double RuntimeMonitor::expertFfnMs() const {
+  if (ffnMs_.empty()) return 0;
+  std::vector<double> v = ffnMs_;
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
 }
 
 void RuntimeMonitor::refresh() {
@@ -35,6 +46,8 @@ void RuntimeMonitor::refresh() {
     active_ = true;
     previous_ = RuntimeStats{};
     history_.clear();
+    ffnMs_.clear();
+    ffnNext_ = 0;
     predictedLayerMs_ = measuredLayerMs_ = lowerBoundLayerMs_ = 0;
     minimumBudget_ = static_cast<double>(rt->minimumBudget());
     expertBytes_ = static_cast<double>(rt->expertBytes());
@@ -65,6 +78,13 @@ void RuntimeMonitor::refresh() {
   drained_.clear();
   rt->drainTrace(drained_);
   if (timeline_ && !drained_.empty()) timeline_->append(drained_);
+  for (const TraceEvent& e : drained_) {
+    if (e.op != TraceOp::ExpertCompute || e.endNs <= e.startNs) continue;
+    const double ms = static_cast<double>(e.endNs - e.startNs) / 1e6;
+    if (ffnMs_.size() < kFfnWindow) ffnMs_.push_back(ms);
+    else ffnMs_[ffnNext_] = ms;
+    ffnNext_ = (ffnNext_ + 1) % kFfnWindow;
+  }
   Q_EMIT updated();
   if (stats_.replans != replansBefore) Q_EMIT replanned();
 }

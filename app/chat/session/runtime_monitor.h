@@ -47,6 +47,10 @@ class RuntimeMonitor : public QObject {
   Q_PROPERTY(int poolMask READ poolMask NOTIFY updated FINAL)
   Q_PROPERTY(int workers READ workers NOTIFY updated FINAL)
   Q_PROPERTY(QString error READ error NOTIFY errorChanged FINAL)
+  // The median time of one expert's FFN over the last 512 the trace recorded (ms; 0: none yet): the
+  // FFN as this machine runs it now, which the budget advisor and the schedule inspector price
+  // with instead of the profile's a + b fit once they have it.
+  Q_PROPERTY(double expertFfnMs READ expertFfnMs NOTIFY updated FINAL)
 
  public:
   RuntimeMonitor(std::shared_ptr<RuntimeHandle> handle, TimelineModel* timeline, QObject* parent = nullptr);
@@ -70,6 +74,7 @@ class RuntimeMonitor : public QObject {
   int poolMask() const { return static_cast<int>(poolMask_); }
   int workers() const { return workers_; }
   QString error() const { return error_; }
+  double expertFfnMs() const;
 
   // Moves the budget (bytes); the runtime replans off the GUI thread. Returns false and sets
   // `error` (the engine's message, naming the minimum) for a budget the runtime refuses.
@@ -100,6 +105,8 @@ class RuntimeMonitor : public QObject {
   int workers_ = 0;
   QString error_;
   std::vector<TraceEvent> drained_;
+  std::vector<double> ffnMs_;  // ring of the last kFfnWindow expert FFN times
+  size_t ffnNext_ = 0;
 };
 
 }  // namespace zipmoe::app

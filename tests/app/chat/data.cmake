@@ -3,6 +3,7 @@
 zipmoe_add_test(test_chat_database
   SOURCES app/chat/test_chat_database.cpp
           ${PROJECT_SOURCE_DIR}/app/chat/data/chat_database.cpp
+          ${PROJECT_SOURCE_DIR}/app/chat/data/chat_branches.cpp
           ${PROJECT_SOURCE_DIR}/app/chat/data/schema_migrations.cpp
           ${PROJECT_SOURCE_DIR}/app/chat/data/chat_export.cpp
   LIBS Qt6::Sql)

@@ -1,6 +1,6 @@
 // The whole app window with the real engine on the demo model: screenshots of every page with real
-// content (a finished chat, the budget page after a replan, the schedule of a real generation,
-// the settings), and the memory budget moved during a streaming reply on two pages. Pictures go
+// content at 1280×800 and 900×600 (a finished chat, the budget advisor with measured replies, the
+// schedule with a layer predicted next to measured, the settings, a branch, the model manager), and the memory budget moved during a streaming reply on two pages. Pictures go
 // to $ZIPMOE_ARTIFACTS_DIR (default: the build's tests/artifacts). The GUI thread's stalls are
 // measured by zipmoe-chat-bench, not here.
 #include <QQmlApplicationEngine>
@@ -26,9 +26,11 @@
 #include <vector>
 
 #include "test_support.h"
+#include "budget_advisor_model.h"
 #include "chat_controller.h"
 #include "chat_database.h"
 #include "runtime_monitor.h"
+#include "schedule_inspector.h"
 #include "timeline_model.h"
 
 Q_IMPORT_QML_PLUGIN(ZipMoE_ChatPlugin)
@@ -73,44 +75,86 @@ class TestAppWindow : public QObject {
     controller_.reset();
   }
 
+  // Every page with real content, at 1280×800 and at 900×600 (`NAME.png` and `NAME-900x600.png`):
+  // the chat with its replies, the budget advisor with replies measured at three budgets, the
+  // schedule with the newest layer predicted next to measured, the settings, a branch of the chat,
+  // the model manager; and the chat in Simplified Chinese.
   void screenshotsOfEveryPage() {
     controller_->newChat();
     controller_->setSamplingValue("maxTokens", 96);
     controller_->setSamplingValue("seed", 11);
     QSignalSpy finished(controller_.get(), &ChatController::replyFinished);
-    QVERIFY(controller_->send(QStringLiteral("ROMEO:\nBut soft, what light through yonder window breaks?")));
-    QVERIFY(finished.wait(120000));
-    QVERIFY(controller_->send(QStringLiteral("Speak again, bright angel.")));
-    QVERIFY(finished.wait(120000));
-    showPage(0);
-    save(QStringLiteral("chat.png"));
-
-    // The budget page after a replan to a third of the experts.
     RuntimeMonitor* rt = controller_->runtime();
     rt->refresh();
-    QSignalSpy replanned(rt, &RuntimeMonitor::replanned);
-    QVERIFY(rt->setBudget(rt->minimumBudget() + rt->expertBytes() / 3));
-    QTRY_VERIFY_WITH_TIMEOUT(replanned.count() > 0, 60000);
-    QVERIFY(controller_->send(QStringLiteral("What say you?")));  // live figures under the new plan
-    QVERIFY(finished.wait(120000));
+    // Replies at three budgets: the advisor's measured points.
+    const char* prompts[] = {"ROMEO:\nBut soft, what light through yonder window breaks?", "Speak again, bright angel.",
+                             "What say you?"};
+    const double shares[] = {0.8, 0.5, 1.0 / 3};
+    for (int i = 0; i < 3; ++i) {
+      QSignalSpy replanned(rt, &RuntimeMonitor::replanned);
+      QVERIFY(rt->setBudget(rt->minimumBudget() + rt->expertBytes() * shares[i]));
+      QTRY_VERIFY_WITH_TIMEOUT(replanned.count() > 0, 60000);
+      QVERIFY(controller_->send(QString::fromUtf8(prompts[i])));
+      QVERIFY(finished.wait(120000));
+    }
     rt->refresh();
-    showPage(1);
-    save(QStringLiteral("budget.png"));
-
+    BudgetAdvisorModel* advisor = controller_->advisor();
+    QTRY_VERIFY_WITH_TIMEOUT(advisor->measured().size() >= 3 && !advisor->busy() && advisor->curve().size() > 2, 120000);
     QVERIFY(controller_->timeline()->eventCount() > 0);
-    showPage(2);
-    QMetaObject::invokeMethod(findPage("schedulePage"), "zoomToFit");
-    QTest::qWait(300);
-    save(QStringLiteral("schedule.png"));
+    QVERIFY(controller_->inspector()->inspectLatest());
+    const qint64 chat = controller_->currentChatId();
 
-    showPage(3);
-    save(QStringLiteral("settings.png"));
+    for (const QSize size : {QSize(1280, 800), QSize(900, 600)}) {
+      const QString suffix = size.width() == 1280 ? QString() : QStringLiteral("-900x600");
+      window_->resize(size);
+      QTRY_COMPARE_WITH_TIMEOUT(window_->size(), size, 10000);
+      controller_->selectChat(chat);
+      showPage(0);
+      save(QStringLiteral("chat%1.png").arg(suffix));
+      showPage(1);
+      save(QStringLiteral("budget%1.png").arg(suffix));
+      showPage(2);
+      QMetaObject::invokeMethod(findPage("schedulePage"), "zoomToFit");
+      QTest::qWait(300);
+      save(QStringLiteral("schedule%1.png").arg(suffix));
+      showPage(3);
+      save(QStringLiteral("settings%1.png").arg(suffix));
+      // A branch from the first reply, continued.
+      showPage(0);
+      QVERIFY(controller_->branchFrom(1));
+      controller_->setSamplingValue("maxTokens", 48);
+      QVERIFY(controller_->send(QStringLiteral("JULIET:\nO Romeo, Romeo!")));
+      QVERIFY(finished.wait(120000));
+      showPage(0);
+      save(QStringLiteral("branch%1.png").arg(suffix));
+      QObject* manager = window_->findChild<QObject*>(QStringLiteral("modelManager"));
+      QVERIFY(manager);
+      QMetaObject::invokeMethod(manager, "open");
+      QTest::qWait(500);
+      save(QStringLiteral("models%1.png").arg(suffix));
+      QMetaObject::invokeMethod(manager, "close");
+      QTest::qWait(300);
+    }
+
+    // Dark mode (what main() picks when the system prefers dark).
+    window_->resize(1280, 800);
+    controller_->setDarkMode(true);
+    QVERIFY(controller_->darkMode());
+    controller_->selectChat(chat);
+    for (const auto& [page, name] : {std::pair{0, "chat-dark.png"}, std::pair{1, "budget-dark.png"}, std::pair{2, "schedule-dark.png"}}) {
+      showPage(page);
+      save(QString::fromLatin1(name));
+    }
+    controller_->setDarkMode(false);
 
     // The same chat in Simplified Chinese, switched at run time.
+    controller_->selectChat(chat);
     controller_->setLanguage(QStringLiteral("zh_CN"));
     QCOMPARE(controller_->lastError(), QString());
     showPage(0);
     save(QStringLiteral("chat-zh_CN.png"));
+    showPage(1);
+    save(QStringLiteral("budget-zh_CN.png"));
     controller_->setLanguage(QStringLiteral("en"));
     showPage(0);
   }

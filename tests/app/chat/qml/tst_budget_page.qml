@@ -9,7 +9,7 @@ import ZipMoE.Chat
 Item {
     id: root
     width: 1000
-    height: 800
+    height: 1700  // the whole page, the budget advisor on top included, without scrolling
 
     Component {
         id: pageComponent
