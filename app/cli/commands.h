@@ -28,6 +28,8 @@ int runBenchPrefetchAccuracy(const Args& args);  // bench prefetch-accuracy MODE
 int runBenchPlanner(const Args& args);    // bench planner: time to plan every layer at several budgets
 int runBenchChat(const Args& args);       // bench chat MODEL: TTFT per turn with and without KV-cache reuse
 int runBenchKernels(const Args& args);    // bench kernels: read bandwidth and BF16 GEMV kernels
+int runNode(const Args& args);            // node STORE --listen ADDR: serve experts to other machines
+int runBenchDist(const Args& args);       // bench dist MODEL: experts shared by 3 node processes
 
 // Small argument helpers, kept for commands that read their own arguments (bench report/compare;
 // main() checks their command lines against a CommandSpec first). New commands declare a

@@ -82,10 +82,12 @@ constexpr const char* kUsage =
     "  bench planner [OPTIONS]            time to plan every layer's pool split at several budgets\n"
     "  bench chat MODEL [OPTIONS]         time to first token per turn, with and without KV-cache reuse\n"
     "  bench kernels [OPTIONS]            memory read bandwidth and the BF16 GEMV kernels' speed\n"
+    "  bench dist MODEL [OPTIONS]         experts shared by 3 node processes: local ratio, calls, bytes, TPOT\n"
     "  profile STORE [OPTIONS]            measure this machine's I/O, decompression and compute costs\n"
     "  info                               build and CPU facts\n"
     "  generate MODEL --prompt TEXT [OPTIONS]  generate a reply (chat template applied unless --raw)\n"
     "  chat MODEL [OPTIONS]               interactive chat on stdin (/exit, /reset, /system TEXT)\n"
+    "  node STORE --listen ADDR [OPTIONS]  serve this machine's share of the experts to other machines (gRPC)\n"
     "  train-demo --corpus FILE --out DIR [OPTIONS]  train the demo MoE model (BPE + Mixtral) on a corpus\n"
     "\n"
     "codecs: huffman8 (default), huffman, zstd[:LEVEL], lz4[:ACCEL], lz4hc[:LEVEL], raw\n"
@@ -105,7 +107,8 @@ constexpr const char* kBenchUsage =
     "  prefetch-accuracy MODEL  the prefetch predictors' accuracy on held-out text\n"
     "  planner                time to plan every layer's pool split at several budgets\n"
     "  chat MODEL             time to first token per turn, with and without KV-cache reuse\n"
-    "  kernels                memory read bandwidth and the BF16 GEMV kernels' speed\n";
+    "  kernels                memory read bandwidth and the BF16 GEMV kernels' speed\n"
+    "  dist MODEL             experts shared by 3 node processes (DanceMoE placement vs baselines)\n";
 
 // `bench report` and `bench compare` read their own arguments; their command lines are checked (and
 // their --help answered) here first, so that they too refuse an unknown option before any work.
@@ -140,6 +143,7 @@ int dispatch(const std::string& command, Args args) {
   if (command == "chat") return runChat(args);
   if (command == "train-demo") return runTrainDemo(args);
   if (command == "profile") return runProfile(args);
+  if (command == "node") return runNode(args);
   if (command == "bench") {
     if (args.empty()) throw Error(std::string("bench needs a sub-command\n") + kBenchUsage);
     if (asksForHelp(args)) {
@@ -158,6 +162,7 @@ int dispatch(const std::string& command, Args args) {
     if (which == "planner") return runBenchPlanner(args);
     if (which == "chat") return runBenchChat(args);
     if (which == "kernels") return runBenchKernels(args);
+    if (which == "dist") return runBenchDist(args);
     throw Error("unknown bench sub-command '" + which + "'\n" + kBenchUsage);
   }
   if (command == "help" || command == "--help" || command == "-h") {

@@ -138,4 +138,20 @@ class Coordinator {
   std::vector<uint64_t> lastLocalCounts_;
 };
 
+// Runs coordinator->rebalance() every `interval` on a thread it owns, until destroyed (the destructor
+// wakes and joins it). A failed rebalance leaves the placement as it was and is kept in lastError().
+class PeriodicRebalancer {
+ public:
+  PeriodicRebalancer(std::shared_ptr<Coordinator> coordinator, std::chrono::milliseconds interval);
+  ~PeriodicRebalancer();
+  PeriodicRebalancer(const PeriodicRebalancer&) = delete;
+  PeriodicRebalancer& operator=(const PeriodicRebalancer&) = delete;
+  std::vector<MigrationReport> reports() const;
+  std::string lastError() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
 }  // namespace zipmoe

@@ -1,7 +1,10 @@
 // Coordinator: DanceMoE placement over this engine and its nodes, migrated by epochs (see
 // zipmoe/distributed_experts.h).
 #include <algorithm>
+#include <condition_variable>
+#include <thread>
 #include <map>
+#include <optional>
 
 #include "dist/distributed_state.h"
 #include "zipmoe/distributed_experts.h"
@@ -156,6 +159,60 @@ MigrationReport Coordinator::rebalance(bool force) {
   report.epoch = epoch;
   report.localShareAfter = localShare(in, candidate);
   return report;
+}
+
+struct PeriodicRebalancer::State {
+  std::shared_ptr<Coordinator> coordinator;
+  std::chrono::milliseconds interval;
+  mutable std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+  std::vector<MigrationReport> reports;
+  std::string lastError;
+  std::thread thread;
+};
+
+PeriodicRebalancer::PeriodicRebalancer(std::shared_ptr<Coordinator> coordinator, std::chrono::milliseconds interval)
+    : state_(std::make_shared<State>()) {
+  if (!coordinator || interval.count() <= 0) throw Error("rebalancer: needs a coordinator and a positive interval");
+  state_->coordinator = std::move(coordinator);
+  state_->interval = interval;
+  State* s = state_.get();
+  state_->thread = std::thread([s] {
+    std::unique_lock lock(s->mutex);
+    while (!s->wake.wait_for(lock, s->interval, [s] { return s->stopping; })) {
+      lock.unlock();
+      std::optional<MigrationReport> report;
+      std::string error;
+      try {
+        report = s->coordinator->rebalance();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      lock.lock();
+      if (report) s->reports.push_back(*report);
+      if (!error.empty()) s->lastError = error;
+    }
+  });
+}
+
+PeriodicRebalancer::~PeriodicRebalancer() {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->stopping = true;
+  }
+  state_->wake.notify_all();
+  state_->thread.join();
+}
+
+std::vector<MigrationReport> PeriodicRebalancer::reports() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->reports;
+}
+
+std::string PeriodicRebalancer::lastError() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->lastError;
 }
 
 }  // namespace zipmoe
