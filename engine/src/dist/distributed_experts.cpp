@@ -213,8 +213,11 @@ void DistributedExperts::Impl::switchTo(std::shared_ptr<const EpochRouting> next
 }
 
 void DistributedExperts::Impl::waitIdle(uint64_t epoch) {
+  // Calls end by their deadline; the bound is a way out should a step have ended without its calls
+  // (an exception between computedElsewhere and computeElsewhere): a call still sent to the old
+  // holder then fails over like any failed call.
   std::unique_lock lock(mutex);
-  idle.wait(lock, [&] { return inFlight.count(epoch) == 0; });
+  idle.wait_for(lock, 2 * options.deadline + std::chrono::seconds(5), [&] { return inFlight.count(epoch) == 0; });
 }
 
 DistributedExperts::DistributedExperts(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -326,39 +329,53 @@ std::vector<int> DistributedExperts::computedElsewhere(int layer, std::span<cons
     std::lock_guard lock(impl.mutex);
     impl.stepRouting = impl.routing;  // an epoch switch takes effect between layer steps
     ++impl.stats.steps;
+    // Taken with the snapshot, so that a migration's drop waits for this step's calls; given back
+    // below when nothing goes out, else when the calls end (NodeCalls).
+    ++impl.inFlight[impl.stepRouting->epoch];
   }
   const EpochRouting& routing = *impl.stepRouting;
-  for (const ExpertRequest& r : requests) {
-    if (r.expert < 0 || r.expert >= impl.experts)
-      throw Error("distributed experts: expert " + std::to_string(r.expert) + " out of range (0.." +
-                  std::to_string(impl.experts - 1) + ")");
-    int owner = routing.owner[static_cast<size_t>(layer * impl.experts + r.expert)];
-    if (owner > 0 && impl.nodes[static_cast<size_t>(owner - 1)]->down) {
-      owner = -1;  // look for another live holder
-      for (int m = 1; m < routing.placement.nodes() && owner < 0; ++m)
-        if (routing.placement.holds(m, layer, r.expert) && !impl.nodes[static_cast<size_t>(m - 1)]->down) owner = m;
+  try {
+    for (const ExpertRequest& r : requests) {
+      if (r.expert < 0 || r.expert >= impl.experts)
+        throw Error("distributed experts: expert " + std::to_string(r.expert) + " out of range (0.." +
+                    std::to_string(impl.experts - 1) + ")");
+      int owner = routing.owner[static_cast<size_t>(layer * impl.experts + r.expert)];
+      if (owner > 0 && impl.nodes[static_cast<size_t>(owner - 1)]->down) {
+        owner = -1;  // look for another live holder
+        for (int m = 1; m < routing.placement.nodes() && owner < 0; ++m)
+          if (routing.placement.holds(m, layer, r.expert) && !impl.nodes[static_cast<size_t>(m - 1)]->down) owner = m;
+      }
+      impl.stepOwner[static_cast<size_t>(r.expert)] = owner;
+      if (owner > 0) {
+        elsewhere.push_back(r.expert);
+      } else if (owner == 0) {
+        ++local;
+      } else {
+        if (impl.options.onFailure == NodeFailurePolicy::Fail)
+          throw Error("distributed experts: expert " + std::to_string(r.expert) + " of layer " + std::to_string(layer) +
+                      " is held only by nodes that are down (" + [&] {
+                        std::lock_guard lock(impl.mutex);
+                        std::string s;
+                        for (const auto& d : impl.stats.downNodes) s += (s.empty() ? "" : "; ") + d;
+                        return s;
+                      }() + "); it is not computed here (--node-failure fail)");
+        ++fallback;
+      }
     }
-    impl.stepOwner[static_cast<size_t>(r.expert)] = owner;
-    if (owner > 0) {
-      elsewhere.push_back(r.expert);
-    } else if (owner == 0) {
-      ++local;
-    } else {
-      if (impl.options.onFailure == NodeFailurePolicy::Fail)
-        throw Error("distributed experts: expert " + std::to_string(r.expert) + " of layer " + std::to_string(layer) +
-                    " is held only by nodes that are down (" + [&] {
-                      std::lock_guard lock(impl.mutex);
-                      std::string s;
-                      for (const auto& d : impl.stats.downNodes) s += (s.empty() ? "" : "; ") + d;
-                      return s;
-                    }() + "); it is not computed here (--node-failure fail)");
-      ++fallback;
+  } catch (...) {
+    std::lock_guard lock(impl.mutex);
+    if (--impl.inFlight[routing.epoch] == 0) {
+      impl.inFlight.erase(routing.epoch);
+      impl.idle.notify_all();
     }
+    throw;
   }
   std::sort(elsewhere.begin(), elsewhere.end());
   std::lock_guard lock(impl.mutex);
-  // Until computeElsewhere's calls end, a migration keeps this epoch's holdings (see Coordinator).
-  if (!elsewhere.empty()) ++impl.inFlight[routing.epoch];
+  if (elsewhere.empty() && --impl.inFlight[routing.epoch] == 0) {
+    impl.inFlight.erase(routing.epoch);
+    impl.idle.notify_all();
+  }
   for (const ExpertRequest& r : requests)
     impl.stats.activations[static_cast<size_t>(layer * impl.experts + r.expert)] += static_cast<uint64_t>(r.tokens);
   impl.stats.localExperts += local;
