@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct DistributedOptions {
   // Added to every remote call before it is sent (a slower network, for benchmarks): this kernel has
   // no netem. 0 = none.
   std::chrono::microseconds injectedLatency{0};
+  // Who computes what from the start: member 0 this engine, then the nodes in `nodes` order; each
+  // node must hold (at least) its part. Default: the nodes' own holdings, the rest here.
+  std::optional<ExpertPlacement> placement;
 };
 
 struct DistributedStats {

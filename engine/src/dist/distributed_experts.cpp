@@ -291,6 +291,20 @@ std::shared_ptr<DistributedExperts> DistributedExperts::connect(std::shared_ptr<
     for (int e = 0; e < impl->experts; ++e)
       if (!heldSomewhere[static_cast<size_t>(l) * static_cast<size_t>(impl->experts) + static_cast<size_t>(e)])
         placement.held[0][static_cast<size_t>(l)].push_back(e);
+  if (options.placement) {
+    const ExpertPlacement& given = *options.placement;
+    if (given.nodes() != placement.nodes() || given.expertsPerLayer != placement.expertsPerLayer)
+      throw Error("distributed experts: the placement has " + std::to_string(given.nodes()) + " members and " +
+                  std::to_string(given.layers()) + " layers; expected this engine and " + std::to_string(options.nodes.size()) +
+                  " nodes, " + std::to_string(impl->layers) + " layers of " + std::to_string(impl->experts) + " experts");
+    for (int m = 1; m < given.nodes(); ++m)
+      for (int l = 0; l < given.layers(); ++l)
+        for (int e : given.held[static_cast<size_t>(m)][static_cast<size_t>(l)])
+          if (!placement.holds(m, l, e))
+            throw Error("distributed experts: the placement gives expert " + std::to_string(e) + " of layer " +
+                        std::to_string(l) + " to node " + options.nodes[static_cast<size_t>(m - 1)] + ", which does not hold it");
+    placement = given;
+  }
   auto routing = std::make_shared<EpochRouting>();
   routing->epoch = 0;
   routing->owner = impl->ownersOf(placement);
