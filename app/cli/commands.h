@@ -29,7 +29,7 @@ int runBenchPlanner(const Args& args);    // bench planner: time to plan every l
 int runBenchChat(const Args& args);       // bench chat MODEL: TTFT per turn with and without KV-cache reuse
 int runBenchKernels(const Args& args);    // bench kernels: read bandwidth and BF16 GEMV kernels
 int runNode(const Args& args);            // node STORE --listen ADDR: serve experts to other machines
-int runBenchDist(const Args& args);       // bench dist MODEL: experts shared by 3 node processes
+int runBenchDist(const Args& args);       // bench dist --trace TSV: experts shared by 3 node processes
 
 // Small argument helpers, kept for commands that read their own arguments (bench report/compare;
 // main() checks their command lines against a CommandSpec first). New commands declare a

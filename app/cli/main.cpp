@@ -82,7 +82,7 @@ constexpr const char* kUsage =
     "  bench planner [OPTIONS]            time to plan every layer's pool split at several budgets\n"
     "  bench chat MODEL [OPTIONS]         time to first token per turn, with and without KV-cache reuse\n"
     "  bench kernels [OPTIONS]            memory read bandwidth and the BF16 GEMV kernels' speed\n"
-    "  bench dist MODEL [OPTIONS]         experts shared by 3 node processes: local ratio, calls, bytes, TPOT\n"
+    "  bench dist --trace TSV [OPTIONS]   experts shared by 3 node processes: local share, calls, bytes, TPOT\n"
     "  profile STORE [OPTIONS]            measure this machine's I/O, decompression and compute costs\n"
     "  info                               build and CPU facts\n"
     "  generate MODEL --prompt TEXT [OPTIONS]  generate a reply (chat template applied unless --raw)\n"
@@ -108,7 +108,7 @@ constexpr const char* kBenchUsage =
     "  planner                time to plan every layer's pool split at several budgets\n"
     "  chat MODEL             time to first token per turn, with and without KV-cache reuse\n"
     "  kernels                memory read bandwidth and the BF16 GEMV kernels' speed\n"
-    "  dist MODEL             experts shared by 3 node processes (DanceMoE placement vs baselines)\n";
+    "  dist --trace TSV       experts shared by 3 node processes (DanceMoE placement vs baselines)\n";
 
 // `bench report` and `bench compare` read their own arguments; their command lines are checked (and
 // their --help answered) here first, so that they too refuse an unknown option before any work.

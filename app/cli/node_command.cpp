@@ -77,6 +77,9 @@ int runNode(const Args& arguments) {
 
   // SIGINT/SIGTERM are taken by this thread (sigwait), not by a handler: blocked before gRPC starts
   // its threads, so that they inherit the mask.
+  // A parent may have left them ignored (an ignored signal is discarded, never waited for).
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   sigset_t stopSignals;
   sigemptyset(&stopSignals);
   sigaddset(&stopSignals, SIGINT);

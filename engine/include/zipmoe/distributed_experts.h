@@ -40,8 +40,8 @@ struct DistributedOptions {
   std::string origin = "local";    // this engine's name in the nodes' activation counts
   std::chrono::milliseconds deadline{5000};  // per call
   NodeFailurePolicy onFailure = NodeFailurePolicy::Local;
-  // Added to every remote call before it is sent (a slower network, for benchmarks): this kernel has
-  // no netem. 0 = none.
+  // Added to every remote call's round trip (its output is used that much later: a slower network,
+  // for benchmarks; this kernel has no netem). 0 = none.
   std::chrono::microseconds injectedLatency{0};
   // Who computes what from the start: member 0 this engine, then the nodes in `nodes` order; each
   // node must hold (at least) its part. Default: the nodes' own holdings, the rest here.
@@ -56,7 +56,7 @@ struct DistributedStats {
   uint64_t remoteCalls = 0;      // node calls (one per node per layer step)
   uint64_t failedCalls = 0;
   uint64_t bytesSent = 0, bytesReceived = 0;  // rows and outputs on the wire
-  double remoteSeconds = 0;      // summed wall time of the calls
+  double remoteSeconds = 0;      // summed round trips of the calls (sent → answered, + injected latency)
   uint64_t epoch = 0;            // the placement epoch in use
   uint64_t migrations = 0;
   std::vector<std::string> downNodes;  // with what happened

@@ -34,7 +34,7 @@ class NodeCalls : public ExpertOutputs {
     dist::ComputeRequest request;
     dist::ComputeReply reply;
     grpc::Status status;
-    Clock::time_point sent;
+    Clock::time_point sent, answered;
     bool finished = false, handled = false;
     std::vector<ExpertRows> inputs;  // copies: the caller's span lives only through computeElsewhere
   };
@@ -68,6 +68,7 @@ class NodeCalls : public ExpertOutputs {
       NodeMember& node = *impl_.nodes[static_cast<size_t>(call->member - 1)];
       node.stub->async()->Compute(&call->context, &call->request, &call->reply, [this, call](grpc::Status status) {
         std::lock_guard lock(mutex_);
+        call->answered = Clock::now();
         call->status = std::move(status);
         call->finished = true;
         --unfinished_;
@@ -107,8 +108,10 @@ class NodeCalls : public ExpertOutputs {
  private:
   void handle(Call& call) {
     const NodeMember& node = *impl_.nodes[static_cast<size_t>(call.member - 1)];
-    const double seconds = std::chrono::duration<double>(Clock::now() - call.sent).count();
-    if (impl_.options.injectedLatency.count() > 0) std::this_thread::sleep_until(call.sent + impl_.options.injectedLatency);
+    // The round trip as the network and the node made it (not how long this thread took to look),
+    // plus the injected latency, which the output waits out.
+    const double seconds = std::chrono::duration<double>(call.answered - call.sent + impl_.options.injectedLatency).count();
+    if (impl_.options.injectedLatency.count() > 0) std::this_thread::sleep_until(call.answered + impl_.options.injectedLatency);
     std::string problem;
     if (!call.status.ok()) {
       problem = dist::describeStatus(call.status);
