@@ -138,6 +138,57 @@ class TestCoordinatorMigration : public QObject {
     distributed.reset();
     for (auto& n : nodes) n->stop();
   }
+
+  // --rebalance-every: the coordinator on its own thread. Generation goes on until it has migrated
+  // (a condition, however long the machine takes), every run identical, nothing failed.
+  void periodicRebalancerMigratesWhileGenerating() {
+    const auto store = demoStore(dir_);
+    auto routing = std::make_shared<FixedRouting>();
+    routing->setFirst(4);
+    ModelOptions residentOptions;
+    residentOptions.routing = routing;
+    auto resident = MoeModel::load(store, residentOptions);
+    const GreedyRun expected = greedyRun(*resident, 6);
+    const int layers = resident->config().numMoeLayers(), experts = resident->config().numExperts;
+    resident.reset();
+    std::vector<std::unique_ptr<ExpertNode>> nodes;
+    for (const auto& residues : std::vector<std::vector<int>>{{0, 1, 2, 3}, {4, 5, 6, 7}}) {
+      ExpertNodeOptions o;
+      o.store = store;
+      o.listen = "127.0.0.1:0";
+      o.token = kTestToken;
+      o.experts = expertsWhere(layers, experts, 8, residues);
+      nodes.push_back(ExpertNode::start(o));
+    }
+    DistributedOptions d;
+    for (const auto& n : nodes) d.nodes.push_back(n->address());
+    d.token = kTestToken;
+    d.onFailure = NodeFailurePolicy::Fail;
+    auto distributed = DistributedExperts::connect(makeResidentExperts(store), nullptr, d);
+    CoordinatorOptions c;
+    c.localMemoryBytes = static_cast<uint64_t>(2 * layers) * distributed->expertBytes();
+    c.horizonRepeats = 1000;
+    ModelOptions mo;
+    mo.experts = distributed;
+    mo.routing = routing;
+    auto model = MoeModel::load(store, mo);
+    {
+      PeriodicRebalancer rebalancer(std::make_shared<Coordinator>(distributed, c), std::chrono::milliseconds(20));
+      for (int run = 0; run < 10000 && distributed->stats().migrations == 0; ++run)
+        QVERIFY2(identical(greedyRun(*model, 6), expected), "a run while the rebalancer works differs");
+      QVERIFY2(rebalancer.lastError().empty(), rebalancer.lastError().c_str());
+    }  // the rebalancer's thread is stopped and joined here
+    QVERIFY(distributed->stats().migrations >= 1);
+    const DistributedStats before = distributed->stats();
+    QVERIFY(identical(greedyRun(*model, 6), expected));
+    const DistributedStats after = distributed->stats();
+    QCOMPARE(after.remoteExperts, before.remoteExperts);  // experts 4 and 5 are now computed here
+    QCOMPARE(after.failedCalls, uint64_t{0});
+    QCOMPARE(after.fallbackExperts, uint64_t{0});
+    model.reset();
+    distributed.reset();
+    for (auto& n : nodes) n->stop();
+  }
 };
 
 QTEST_GUILESS_MAIN(TestCoordinatorMigration)
