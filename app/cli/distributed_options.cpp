@@ -77,11 +77,14 @@ void parseDistributedOptions(const CommandLine& line, EngineOptions& engine) {
   if (line.has("--local-memory") && !(every > 0)) throw Error("option --local-memory is for --rebalance-every S: give that too");
   engine.wrapExperts = [d, c, every](std::shared_ptr<ExpertProvider> local, const std::filesystem::path& dir) {
     std::shared_ptr<ExpertProvider> fallback;
-    if (!local) {
-      local = makeResidentExperts(dir);
+    if (local) {
+      fallback = makeStoreReaderExperts(dir);  // the runtime's own batches are the model's alone
+    } else if (std::filesystem::exists(dir / "manifest.json")) {
+      local = makeStoreReaderExperts(dir, true);  // holds only what this machine computes
       fallback = local;
     } else {
-      fallback = makeStoreReaderExperts(dir);  // the runtime's own batches are the model's alone
+      local = makeResidentExperts(dir);  // an HF directory: every expert (convert it to hold a share)
+      fallback = local;
     }
     auto experts = DistributedExperts::connect(local, fallback, d);
     std::fprintf(stderr, "zipmoe: %zu expert nodes connected; this machine computes %d of %d experts of each layer on average\n",

@@ -100,10 +100,13 @@ class DistributedExperts : public ExpertProvider {
   friend class Coordinator;
 };
 
-// A provider that reads each requested expert from a store when asked (no cache): the fallback of an
-// engine whose `local` provider is an expert runtime. Thread-safety: as ExpertProvider; batches own
-// their buffers. Cost: one decompressed read per expert.
-std::shared_ptr<ExpertProvider> makeStoreReaderExperts(const std::filesystem::path& store);
+// A provider that reads each requested expert from a store when first asked: the fallback of an
+// engine whose `local` provider is an expert runtime (keepInMemory false: nothing kept), or the local
+// provider of an engine with nodes and no budget (true: an expert read is kept, so this machine holds
+// in memory only the experts it has computed — its share of the placement and any fallbacks).
+// Thread-safety: acquire() may be called from several threads; batches share their buffers. Cost: one
+// decompressed read per expert (kept: per expert, once).
+std::shared_ptr<ExpertProvider> makeStoreReaderExperts(const std::filesystem::path& store, bool keepInMemory = false);
 
 struct CoordinatorOptions {
   uint64_t localMemoryBytes = 0;  // what this engine may hold of experts (M_0); 0 = as many as a node

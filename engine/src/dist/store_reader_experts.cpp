@@ -1,6 +1,8 @@
 // makeStoreReaderExperts: every requested expert read from the store when asked, into buffers the
-// batch owns (see zipmoe/distributed_experts.h).
+// batch shares; kept for later requests when asked to (see zipmoe/distributed_experts.h).
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "zipmoe/distributed_experts.h"
@@ -12,7 +14,7 @@ namespace {
 
 class StoreReaderExperts : public ExpertProvider {
  public:
-  explicit StoreReaderExperts(std::unique_ptr<Store> store) : store_(std::move(store)) {}
+  StoreReaderExperts(std::unique_ptr<Store> store, bool keep) : store_(std::move(store)), keep_(keep) {}
 
   std::unique_ptr<ExpertBatch> acquire(int layer, std::span<const ExpertRequest> requests) override {
     const Manifest& m = store_->manifest();
@@ -22,13 +24,26 @@ class StoreReaderExperts : public ExpertProvider {
     for (const ExpertRequest& r : requests) {
       if (r.expert < 0 || r.expert >= m.numExperts)
         throw Error("store reader: expert " + std::to_string(r.expert) + " out of range (0.." + std::to_string(m.numExperts - 1) + ")");
-      Batch::Expert e{r.expert, {}};
-      for (int kind = 0; kind < m.numKinds(); ++kind) {
-        std::vector<uint16_t> t(m.expert(layer, r.expert, kind).numel);
-        store_->readExpertTensor(layer, r.expert, kind, t.data(), ReadMode::Buffered);
-        e.tensors.push_back(std::move(t));
+      const int key = layer * m.numExperts + r.expert;
+      std::shared_ptr<const Tensors> tensors;
+      {
+        std::lock_guard lock(mutex_);
+        if (const auto it = kept_.find(key); it != kept_.end()) tensors = it->second;
       }
-      batch->experts.push_back(std::move(e));
+      if (!tensors) {
+        auto read = std::make_shared<Tensors>();
+        for (int kind = 0; kind < m.numKinds(); ++kind) {
+          std::vector<uint16_t> t(m.expert(layer, r.expert, kind).numel);
+          store_->readExpertTensor(layer, r.expert, kind, t.data(), ReadMode::Buffered);
+          read->push_back(std::move(t));
+        }
+        tensors = read;
+        if (keep_) {
+          std::lock_guard lock(mutex_);
+          kept_[key] = tensors;
+        }
+      }
+      batch->experts.push_back({r.expert, std::move(tensors)});
     }
     return batch;
   }
@@ -40,28 +55,32 @@ class StoreReaderExperts : public ExpertProvider {
   }
 
  private:
+  using Tensors = std::vector<std::vector<uint16_t>>;
   struct Batch : ExpertBatch {
     struct Expert {
       int id;
-      std::vector<std::vector<uint16_t>> tensors;
+      std::shared_ptr<const Tensors> tensors;
     };
     std::vector<Expert> experts;
     size_t next_ = 0;
     std::optional<ReadyExpert> next() override {
       if (next_ >= experts.size()) return std::nullopt;
       ReadyExpert r{experts[next_].id, {}};
-      for (const auto& t : experts[next_].tensors) r.tensors.push_back(t.data());
+      for (const auto& t : *experts[next_].tensors) r.tensors.push_back(t.data());
       ++next_;
       return r;
     }
   };
   std::unique_ptr<Store> store_;
+  bool keep_;
+  std::mutex mutex_;
+  std::map<int, std::shared_ptr<const Tensors>> kept_;  // layer × experts + expert
 };
 
 }  // namespace
 
-std::shared_ptr<ExpertProvider> makeStoreReaderExperts(const std::filesystem::path& store) {
-  return std::make_shared<StoreReaderExperts>(Store::open(store));
+std::shared_ptr<ExpertProvider> makeStoreReaderExperts(const std::filesystem::path& store, bool keepInMemory) {
+  return std::make_shared<StoreReaderExperts>(Store::open(store), keepInMemory);
 }
 
 }  // namespace zipmoe

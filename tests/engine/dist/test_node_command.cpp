@@ -71,6 +71,13 @@ class TestNodeCommand : public QObject {
     QVERIFY2(shared.err.contains("[distributed: 0.0% of expert activations computed here") &&
                  shared.err.contains("0 fallbacks here") && shared.err.contains("0 failed"),
              qPrintable(shared.err));
+    // A store as the model: this machine then keeps in memory only the experts it computes.
+    const QStringList fromStore = {"generate", QString::fromStdString(store_.string()), "--prompt", "To be, or not to be",
+                                   "--max-tokens", "16", "--temperature", "0"};
+    const Result storeAlone = runCli(fromStore), storeShared = runCli(fromStore + QStringList{"--nodes", nodes});
+    QCOMPARE(storeShared.exitCode, 0);
+    QCOMPARE(storeShared.out, storeAlone.out);
+    QCOMPARE(storeShared.out, alone.out);
     const QStringList chat = {"chat", demo_, "--max-tokens", "12", "--temperature", "0"};
     const QByteArray turns = "Good morning\nWhat news?\n/exit\n";
     const Result chatAlone = runCli(chat, true, turns), chatShared = runCli(chat + QStringList{"--nodes", nodes}, true, turns);
