@@ -111,6 +111,9 @@ std::shared_ptr<ExpertProvider> makeStoreReaderExperts(const std::filesystem::pa
 struct CoordinatorOptions {
   uint64_t localMemoryBytes = 0;  // what this engine may hold of experts (M_0); 0 = as many as a node
   double horizonRepeats = 4;      // Eq. 4: how often the observed pattern recurs before the next decision
+  // The counts before a decision weigh this much in the next one (1 = all history alike, 0 = only the
+  // last window): old patterns fade, and one noisy window cannot flip the placement back and forth.
+  double historyDecay = 0.5;
 };
 
 struct MigrationReport {
@@ -121,8 +124,8 @@ struct MigrationReport {
   uint64_t epoch = 0;
 };
 
-// Coordinator — gathers the activation counts (this engine's and, per origin, those the nodes
-// computed for other engines), computes a DanceMoE placement over this engine and the nodes, and,
+// Coordinator — gathers the activation counts (this engine's since its last decision, plus the
+// earlier ones decayed; and, per origin, those the nodes computed for other engines), computes a DanceMoE placement over this engine and the nodes, and,
 // when Eq. 4 says it pays (priced with the measured load speeds and remote-call time), migrates in
 // one epoch: every member loads what it gains (the nodes' LoadExperts replies acknowledge), the
 // engine switches its routing between two layer steps, and once no call of the old epoch is in
@@ -142,7 +145,8 @@ class Coordinator {
  private:
   std::shared_ptr<DistributedExperts> experts_;
   CoordinatorOptions options_;
-  std::vector<uint64_t> lastLocalCounts_;
+  std::vector<uint64_t> lastLocalCounts_;  // the engine's counts at the last decision
+  std::vector<double> history_;            // the decayed counts before it
 };
 
 // Runs coordinator->rebalance() every `interval` on a thread it owns, until destroyed (the destructor

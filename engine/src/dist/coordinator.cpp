@@ -33,9 +33,6 @@ dist::ExpertSet difference(const ExpertPlacement& to, const ExpertPlacement& fro
   return set;
 }
 
-// Local loads cost nothing in Eq. 3: this engine's provider already reads any expert (the resident
-// one holds them all; a runtime caches what it is asked for).
-constexpr double kLocalBytesPerSecond = 1e18;
 // A node that has not measured a load yet (it loaded nothing) is assumed to read at this speed.
 constexpr double kUnmeasuredBytesPerSecond = 1e9;
 
@@ -44,6 +41,9 @@ constexpr double kUnmeasuredBytesPerSecond = 1e9;
 Coordinator::Coordinator(std::shared_ptr<DistributedExperts> experts, CoordinatorOptions options)
     : experts_(std::move(experts)), options_(options) {
   if (!experts_) throw Error("coordinator: no distributed experts");
+  if (!(options_.historyDecay >= 0 && options_.historyDecay <= 1) || !(options_.horizonRepeats > 0))
+    throw Error("coordinator: historyDecay " + std::to_string(options_.historyDecay) + " must be in [0, 1] and horizonRepeats " +
+                std::to_string(options_.horizonRepeats) + " positive");
 }
 
 PlacementInput Coordinator::gatherInput() const {
@@ -62,7 +62,8 @@ PlacementInput Coordinator::gatherInput() const {
   std::vector<double> local(cells, 0);
   const DistributedStats stats = experts_->stats();
   for (size_t i = 0; i < cells; ++i)
-    local[i] = static_cast<double>(stats.activations[i] - (i < lastLocalCounts_.size() ? lastLocalCounts_[i] : 0));
+    local[i] = static_cast<double>(stats.activations[i] - (i < lastLocalCounts_.size() ? lastLocalCounts_[i] : 0)) +
+               (i < history_.size() ? options_.historyDecay * history_[i] : 0.0);
   in.frequency.push_back(toLayers(local));
   uint64_t largest = 0;
   for (const auto& node : impl.nodes) largest = std::max<uint64_t>(largest, node->description.memory_bytes());
@@ -96,7 +97,9 @@ MigrationReport Coordinator::rebalance(bool force) {
   const ExpertPlacement current = experts_->placement();
   const ExpertPlacement candidate = placeExperts(in);
   MigrationInputs measured;
-  measured.bytesPerSecond.push_back(kLocalBytesPerSecond);
+  // This engine "loads" by its provider's first delivery of an expert: a read from its store, or
+  // nothing for the resident provider (measured at connect, so near free then).
+  measured.bytesPerSecond.push_back(impl.localBytesPerSecond);
   for (const auto& node : impl.nodes) {
     const double speed = node->description.load_bytes_per_second();
     measured.bytesPerSecond.push_back(speed > 0 ? speed : kUnmeasuredBytesPerSecond);
@@ -110,6 +113,8 @@ MigrationReport Coordinator::rebalance(bool force) {
   report.localShareAfter = report.localShareBefore;
   report.epoch = stats.epoch;
   lastLocalCounts_ = stats.activations;
+  history_.clear();
+  for (const auto& layer : in.frequency[0]) history_.insert(history_.end(), layer.begin(), layer.end());
   if (current == candidate || (!force && !report.decision.migrate)) return report;
 
   const uint64_t epoch = stats.epoch + 1;

@@ -248,8 +248,11 @@ std::shared_ptr<DistributedExperts> DistributedExperts::connect(std::shared_ptr<
   uint32_t fingerprint = 0;
   {
     const ExpertRequest first{0, 1};
+    const auto start = Clock::now();
     const auto batch = impl->fallback->acquire(0, std::span<const ExpertRequest>(&first, 1));
     const auto ready = batch->next();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    impl->localBytesPerSecond = seconds > 0 ? static_cast<double>(impl->expertBytes) / seconds : 1e12;
     if (!ready || ready->tensors.size() != 3) throw Error("distributed experts: the local provider has no expert 0 of layer 0");
     for (int kind = 0; kind < 3; ++kind) {
       const auto [r, c] = impl->fallback->tensorShape(kind);

@@ -39,6 +39,7 @@ struct DistributedExperts::Impl {
   int layers = 0, experts = 0;
   int64_t hidden = 0, intermediate = 0;
   uint64_t expertBytes = 0;
+  double localBytesPerSecond = 0;  // how fast this engine's own store delivered an expert (measured at connect)
 
   mutable std::mutex mutex;
   std::condition_variable idle;  // an epoch's last call in flight ended

@@ -100,6 +100,7 @@ class TestCoordinatorMigration : public QObject {
     routing->setFirst(6);
     const double switched = shareOf([&] { return greedyRun(*model, 8); }, expectedB);
     QCOMPARE(switched, 0.0);
+    QCOMPARE(shareOf([&] { return greedyRun(*model, 8); }, expectedB), 0.0);  // B goes on; A's counts fade
     // Rebalance while the B requests run: the migration happens between two of their steps.
     MigrationReport second;
     std::thread rebalancing;
@@ -112,7 +113,7 @@ class TestCoordinatorMigration : public QObject {
     QVERIFY2(during >= 0, "a run during the migration differs from the all-resident run");
     QVERIFY2(second.migrated, second.decision.reason.c_str());
     QVERIFY(second.decision.currentSeconds > second.decision.candidateSeconds + second.decision.migrationSeconds);
-    // Its window holds the last A run and the B runs: by Eq. 2 the new placement keeps more of it local.
+    // Its counts hold A's (decayed) and B's: by Eq. 2 the new placement keeps more of them local.
     QVERIFY(second.localShareAfter > second.localShareBefore);
     const double after = shareOf([&] { return greedyRun(*model, 8); }, expectedB);
     QCOMPARE(after, 1.0);
