@@ -9,6 +9,7 @@ ZIPMOE_APT_PACKAGES=(
   qml6-module-qtquick-dialogs qml6-module-qt-labs-folderlistmodel fonts-wqy-microhei
   qt6-l10n-tools qt6-tools-dev libqt6sql6-sqlite
   libtorch-dev libopenblas0-pthread liblz4-dev libzstd-dev libsqlite3-dev nlohmann-json3-dev libcpp-httplib-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   xvfb xauth
 )
 # Only the test command needs these (libFuzzer comes with clang's runtime; the server's tests speak

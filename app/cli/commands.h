@@ -31,6 +31,8 @@ int runBenchChat(const Args& args);       // bench chat MODEL: TTFT per turn wit
 int runBenchKernels(const Args& args);    // bench kernels: read bandwidth and BF16 GEMV kernels
 int runServe(const Args& args);           // serve MODEL: the OpenAI-compatible HTTP server
 int runBenchServe(const Args& args);      // bench serve MODEL: load generator against the server on loopback
+int runNode(const Args& args);            // node STORE --listen ADDR: serve experts to other machines
+int runBenchDist(const Args& args);       // bench dist --trace TSV: experts shared by 3 node processes
 
 // Small argument helpers, kept for commands that read their own arguments (bench report/compare;
 // main() checks their command lines against a CommandSpec first). New commands declare a

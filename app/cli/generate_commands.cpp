@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "distributed_options.h"
 #include "runtime_options.h"
 #include "terminal_progress.h"
 #include "zipmoe/chat_session.h"
@@ -180,6 +181,7 @@ TurnStats reply(Session& s, ChatSession& chat, const std::string& message, const
   printStats(turn);
   if (s.engine->runtime()) std::fprintf(stderr, "%s\n", describeRuntime(*s.engine->runtime()).c_str());
   if (const std::string a = describePrefetchAccuracy(*s.model, s.prefetch); !a.empty()) std::fprintf(stderr, "%s\n", a.c_str());
+  if (const std::string d = describeDistributed(); !d.empty()) std::fprintf(stderr, "%s\n", d.c_str());
   return turn;
 }
 

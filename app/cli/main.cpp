@@ -83,12 +83,14 @@ constexpr const char* kUsage =
     "  bench chat MODEL [OPTIONS]         time to first token per turn, with and without KV-cache reuse\n"
     "  bench kernels [OPTIONS]            memory read bandwidth and the BF16 GEMV kernels' speed\n"
     "  bench serve MODEL [OPTIONS]        load on the HTTP server: throughput, TTFT, inter-token latency\n"
+    "  bench dist --trace TSV [OPTIONS]   experts shared by 3 node processes: local share, calls, bytes, TPOT\n"
     "  profile STORE [OPTIONS]            measure this machine's I/O, decompression and compute costs\n"
     "  plan STORE --budgets PCT,... [OPTIONS]  the planner's predicted TPOT / TTFT at each budget\n"
     "  info                               build and CPU facts\n"
     "  generate MODEL --prompt TEXT [OPTIONS]  generate a reply (chat template applied unless --raw)\n"
     "  chat MODEL [OPTIONS]               interactive chat on stdin (/exit, /reset, /system TEXT)\n"
     "  serve MODEL [OPTIONS]              an OpenAI-compatible HTTP server with continuous batching\n"
+    "  node STORE --listen ADDR [OPTIONS]  serve this machine's share of the experts to other machines (gRPC)\n"
     "  train-demo --corpus FILE --out DIR [OPTIONS]  train the demo MoE model (BPE + Mixtral) on a corpus\n"
     "\n"
     "codecs: huffman8 (default), huffman, zstd[:LEVEL], lz4[:ACCEL], lz4hc[:LEVEL], raw\n"
@@ -110,6 +112,7 @@ constexpr const char* kBenchUsage =
     "  chat MODEL             time to first token per turn, with and without KV-cache reuse\n"
     "  kernels                memory read bandwidth and the BF16 GEMV kernels' speed\n"
     "  serve MODEL            load on the HTTP server: throughput, TTFT, inter-token latency, expert loads\n";
+    "  dist --trace TSV       experts shared by 3 node processes (DanceMoE placement vs baselines)\n";
 
 // `bench report` and `bench compare` read their own arguments; their command lines are checked (and
 // their --help answered) here first, so that they too refuse an unknown option before any work.
@@ -146,6 +149,7 @@ int dispatch(const std::string& command, Args args) {
   if (command == "serve") return runServe(args);
   if (command == "train-demo") return runTrainDemo(args);
   if (command == "profile") return runProfile(args);
+  if (command == "node") return runNode(args);
   if (command == "bench") {
     if (args.empty()) throw Error(std::string("bench needs a sub-command\n") + kBenchUsage);
     if (asksForHelp(args)) {
@@ -165,6 +169,7 @@ int dispatch(const std::string& command, Args args) {
     if (which == "chat") return runBenchChat(args);
     if (which == "kernels") return runBenchKernels(args);
     if (which == "serve") return runBenchServe(args);
+    if (which == "dist") return runBenchDist(args);
     throw Error("unknown bench sub-command '" + which + "'\n" + kBenchUsage);
   }
   if (command == "help" || command == "--help" || command == "-h") {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "distributed_options.h"
 #include "zipmoe/error.h"
 
 namespace zipmoe::cli {
@@ -82,7 +83,12 @@ const std::vector<OptionSpec>& runtimeOptionSpecs() {
       {"--replay-trace", "TSV", "force each token's routing from an activation trace"},
       {"--trace-prompt", "N", "the trace's prompt to replay (default 0)"},
   };
-  return specs;
+  static const std::vector<OptionSpec> all = [] {
+    std::vector<OptionSpec> v = specs;
+    v.insert(v.end(), distributedOptionSpecs().begin(), distributedOptionSpecs().end());
+    return v;
+  }();
+  return all;
 }
 
 std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOptions& engine) {
@@ -167,6 +173,7 @@ std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOpt
   if (!r.checkpointDir.empty() && !std::filesystem::exists(r.checkpointDir / "config.json"))
     throw Error("option --checkpoint: " + r.checkpointDir.string() + " is not an HF checkpoint (no config.json)");
   if (any && !budget) throw Error("runtime options need --budget SIZE|PCT% (without it every expert is resident)");
+  parseDistributedOptions(line, engine);
   if (r.mode == OffloadMode::FullTensor && r.checkpointDir.empty())
     throw Error("--offload full reads whole BF16 tensors from the HF checkpoint: give --checkpoint HF_DIR");
   if (budget) {

@@ -37,6 +37,11 @@ struct EngineOptions {
   int replayPrompt = 0;
   uint64_t replaySeed = 1;
   std::function<void(const std::string&)> onStatus;  // "measuring cost profile…" etc.
+  // Wraps the routed-expert provider before the model loads (e.g. DistributedExperts, which has some
+  // experts computed on other machines). Given the local provider — the runtime, or null when every
+  // expert is resident (the hook then loads what it needs from `dir`) — it returns the model's.
+  std::function<std::shared_ptr<ExpertProvider>(std::shared_ptr<ExpertProvider> local, const std::filesystem::path& dir)>
+      wrapExperts;
 };
 
 // Measures the store's I/O / decompression / recovery costs (measureCostProfile) and the expert FFN

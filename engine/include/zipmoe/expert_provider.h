@@ -13,6 +13,12 @@
 // the next one. The resident provider has everything in memory; the ZipMoE
 // runtime and the offloading baselines implement the same interface with weights arriving from I/O,
 // decompression and recovery threads.
+// Compute seam (distributed experts): a provider may instead have some experts' *outputs* computed
+// elsewhere. computedElsewhere() names them among a layer's requests; the model leaves them out of
+// acquire(), passes their input rows to computeElsewhere() before computing the others, and weighs the
+// outputs into the same slots of its fixed-order sum, so results do not depend on where or in which
+// order experts finish. Where an output cannot be had elsewhere (a node down), the provider computes
+// it from its own store or fails the request; the model sees an output either way.
 // Thread-safety: one acquire() at a time per provider (the model's thread); an ExpertBatch is used
 // by the thread that acquired it. Cost: resident — none; others — see the runtime.
 #pragma once
@@ -52,6 +58,30 @@ class ExpertBatch {
   virtual std::optional<ReadyExpert> next() = 0;
 };
 
+// One expert's input rows for computeElsewhere: rows × hidden activations, row-major, in the model's
+// compute type (BF16 words or fp32).
+enum class ActivationType { BFloat16, Float32 };
+struct ExpertRows {
+  int expert = 0;
+  int64_t rows = 0;
+  const void* data = nullptr;
+};
+
+struct ComputedExpert {
+  int expert = 0;
+  // rows × hidden outputs of the expert's FFN (before the router weight), same type and row order as
+  // its ExpertRows; valid until the next call to next() or the ExpertOutputs' destruction.
+  const void* output = nullptr;
+};
+
+class ExpertOutputs {
+ public:
+  virtual ~ExpertOutputs() = default;  // waits for (or cancels) calls still in flight
+  // Blocks until another expert's output is there; std::nullopt once every one has been returned.
+  // Throws zipmoe::Error when the provider fails the request (e.g. a node down and no fallback).
+  virtual std::optional<ComputedExpert> next() = 0;
+};
+
 class ExpertProvider {
  public:
   virtual ~ExpertProvider() = default;
@@ -64,6 +94,24 @@ class ExpertProvider {
   virtual void prefetch(int layer, std::span<const int> experts) {
     (void)layer;
     (void)experts;
+  }
+  // The experts among `requests` whose outputs this provider has computed elsewhere (ascending; the
+  // default, none). Call once per layer step, before acquire(); it may count the requests.
+  virtual std::vector<int> computedElsewhere(int layer, std::span<const ExpertRequest> requests) {
+    (void)layer;
+    (void)requests;
+    return {};
+  }
+  // Starts computing them: `inputs` holds one entry per expert computedElsewhere() named, in its
+  // order; their data stays valid until the returned ExpertOutputs is destroyed. Default: nothing is
+  // computed elsewhere, so never called.
+  virtual std::unique_ptr<ExpertOutputs> computeElsewhere(int layer, std::span<const ExpertRows> inputs,
+                                                          ActivationType type, int64_t hidden) {
+    (void)layer;
+    (void)inputs;
+    (void)type;
+    (void)hidden;
+    return nullptr;
   }
   virtual int numLayers() const = 0;
   virtual int numExperts() const = 0;

@@ -104,6 +104,7 @@ std::unique_ptr<Engine> Engine::open(const std::filesystem::path& dir, const Eng
     e->traceRouting_->setPrompt(options.replayPrompt);
     modelOptions.routing = e->traceRouting_;
   }
+  if (options.wrapExperts) modelOptions.experts = options.wrapExperts(modelOptions.experts, dir);
   e->model_ = MoeModel::load(dir, modelOptions);
   e->loadSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return e;

@@ -7,6 +7,7 @@
 #include "model/expert_predictor.h"
 #include "model/linear.h"
 #include "model/moe_model_ops.h"
+#include "model/remote_expert_step.h"
 #include "model/weights.h"
 #include "zipmoe/bf16_split.h"
 #include "zipmoe/error.h"
@@ -67,6 +68,8 @@ class MoeBlock : public FeedForward {
     const at::Tensor flatWeights = routing.weights.reshape({-1});
     at::Tensor contributions = at::empty({n * k, hidden}, x.options());
     std::vector<bool> done(static_cast<size_t>(c_.numExperts), false);
+    // Experts the provider computes elsewhere leave `requests`; their calls run during the loop below.
+    RemoteExpertStep remote(experts_, moeLayer_, x, slots, k, requests);
     size_t received = 0;
     const auto batch = experts_.acquire(moeLayer_, requests);
     if (predictor_) predictor_->afterAcquire(moeLayer_, x, routing.experts);
@@ -93,6 +96,7 @@ class MoeBlock : public FeedForward {
     if (received != requests.size())
       throw Error("MoE layer " + std::to_string(moeLayer_) + ": the expert provider returned " +
                   std::to_string(received) + " of " + std::to_string(requests.size()) + " requested experts");
+    if (remote.active()) remote.collect(contributions, flatWeights, dtype_);
     // Fixed-order sum over each token's slots (ascending expert id), like transformers' index_add_ loop.
     const at::Tensor perToken = contributions.view({n, k, hidden});
     at::Tensor result = perToken.select(1, 0).clone();
