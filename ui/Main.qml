@@ -40,7 +40,7 @@ ApplicationWindow {
 
         ChatListPane {
             objectName: "chatList"
-            SplitView.preferredWidth: 250
+            SplitView.preferredWidth: window.width < Style.narrowWidth ? Style.sidebarWidthNarrow : Style.sidebarWidth
             SplitView.minimumWidth: 180
         }
 

@@ -9,6 +9,7 @@ pragma ComponentBehavior: Bound
 import QtQuick
 import QtQuick.Controls
 import QtQuick.Layouts
+import ZipMoE.Chat
 
 ColumnLayout {
     id: root
@@ -28,12 +29,12 @@ ColumnLayout {
     readonly property color ttftColor: "#0d9488"
     readonly property color measuredColor: "#e11d48"
     readonly property color kneeColor: "#d97706"
-    readonly property color swapColor: "#dc2626"
+    readonly property color swapColor: Style.error
     property real hoverX: -1
 
     signal budgetPicked(real bytes)
 
-    spacing: 6
+    spacing: Style.rowSpacing
     onCurveChanged: canvas.requestPaint()
     onMeasuredChanged: canvas.requestPaint()
     onBudgetChanged: canvas.requestPaint()
@@ -48,7 +49,7 @@ ColumnLayout {
         property bool dot: false
         property bool dashed: false
 
-        spacing: 6
+        spacing: Style.rowSpacing
 
         Rectangle {
             anchors.verticalCenter: parent.verticalCenter
@@ -66,7 +67,7 @@ ColumnLayout {
 
     Flow {
         Layout.fillWidth: true
-        spacing: 18
+        spacing: Style.groupSpacing
 
         LegendEntry {
             label: qsTr("Predicted TPOT")
@@ -324,7 +325,7 @@ ColumnLayout {
             anchors.centerIn: parent
             visible: (root.curve ?? []).length < 2
             text: qsTr("Computing the prediction…")
-            opacity: 0.7
+            opacity: Style.captionOpacity
         }
     }
 }

@@ -7,6 +7,7 @@ pragma ComponentBehavior: Bound
 import QtQuick
 import QtQuick.Controls
 import QtQuick.Layouts
+import ZipMoE.Chat
 
 ColumnLayout {
     id: root
@@ -23,7 +24,7 @@ ColumnLayout {
         canvas.requestPaint();
     }
 
-    spacing: 6
+    spacing: Style.rowSpacing
     // App.runtime.updated replaces the list every tick, also when no layer ran: repaint only when
     // the samples moved on (or the size, palette or language changed).
     onHistoryChanged: {
@@ -44,7 +45,7 @@ ColumnLayout {
         required property color lineColor
         property bool dashed: false
 
-        spacing: 6
+        spacing: Style.rowSpacing
 
         Row {
             anchors.verticalCenter: parent.verticalCenter
@@ -69,7 +70,7 @@ ColumnLayout {
 
     Flow {
         Layout.fillWidth: true
-        spacing: 18
+        spacing: Style.groupSpacing
 
         LegendEntry {
             label: qsTr("Predicted")
@@ -218,7 +219,7 @@ ColumnLayout {
             anchors.centerIn: parent
             visible: root.sampleCount < 2
             text: qsTr("No layers measured yet: send a message to see the makespan.")
-            opacity: 0.7
+            opacity: Style.captionOpacity
         }
     }
 }

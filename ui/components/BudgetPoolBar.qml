@@ -5,6 +5,7 @@ pragma ComponentBehavior: Bound
 import QtQuick
 import QtQuick.Controls
 import QtQuick.Layouts
+import ZipMoE.Chat
 
 ColumnLayout {
     id: root
@@ -27,7 +28,7 @@ ColumnLayout {
         return i < list.length ? list[i] : ({ "key": "", "enabled": false, "ratio": 0 });
     }
 
-    spacing: 8
+    spacing: Style.itemSpacing
 
     Rectangle {
         id: track
@@ -72,7 +73,7 @@ ColumnLayout {
                         text: qsTr("%1 %2 %").arg(segment.pool.key).arg(Math.round(segment.share * 100))
                         color: "white"
                         font.bold: true
-                        font.pixelSize: 11
+                        font.pixelSize: Style.chartLabelSize
                     }
 
                     HoverHandler {
@@ -90,13 +91,13 @@ ColumnLayout {
             anchors.centerIn: parent
             visible: root.total <= 0
             text: qsTr("No plan yet")
-            opacity: 0.7
+            opacity: Style.captionOpacity
         }
     }
 
     Flow {
         Layout.fillWidth: true
-        spacing: 18
+        spacing: Style.groupSpacing
 
         Repeater {
             model: 4
@@ -107,7 +108,7 @@ ColumnLayout {
                 required property int index
                 readonly property var pool: root.poolAt(index)
 
-                spacing: 6
+                spacing: Style.rowSpacing
                 opacity: pool.enabled ? 1 : 0.45
 
                 Rectangle {

@@ -80,7 +80,7 @@ GridLayout {
 
                 visible: cell.column === 0
                 anchors.verticalCenter: parent.verticalCenter
-                spacing: 6
+                spacing: Style.rowSpacing
 
                 Rectangle {
                     anchors.verticalCenter: parent.verticalCenter
@@ -103,7 +103,7 @@ GridLayout {
                 visible: cell.column === 3
                 anchors.verticalCenter: parent.verticalCenter
                 width: parent.width
-                spacing: 8
+                spacing: Style.itemSpacing
 
                 BudgetMeter {
                     Layout.fillWidth: true

@@ -25,7 +25,7 @@ GridLayout {
     }
     Flow {
         Layout.fillWidth: true
-        spacing: 10
+        spacing: Style.itemSpacing
 
         Repeater {
             model: ["F", "C", "S", "E"]
@@ -60,7 +60,7 @@ GridLayout {
         text: qsTr("Decompression threads")
     }
     RowLayout {
-        spacing: 12
+        spacing: Style.itemSpacing
 
         SpinBox {
             id: workersSpin
@@ -83,7 +83,7 @@ GridLayout {
         Label {
             Layout.fillWidth: true
             wrapMode: Text.Wrap
-            opacity: 0.75
+            opacity: Style.captionOpacity
             text: qsTr("Applies after the current reply: the runtime reopens with the new thread count (running with %1 now).").arg(App.runtime.workers)
             font.italic: App.generating
         }

@@ -2,6 +2,7 @@
 import QtQuick
 import QtQuick.Controls
 import QtQuick.Layouts
+import ZipMoE.Chat
 
 ColumnLayout {
     id: stat
@@ -14,20 +15,20 @@ ColumnLayout {
 
     Label {
         text: stat.caption
-        opacity: 0.7
-        font.pixelSize: 12
+        opacity: Style.captionOpacity
+        font.pixelSize: Style.captionSize
     }
 
     Label {
         text: stat.value
-        font.pixelSize: 17
+        font.pixelSize: Style.figureSize
         font.bold: true
     }
 
     Label {
         visible: text !== ""
         text: stat.detail
-        opacity: 0.7
-        font.pixelSize: 11
+        opacity: Style.captionOpacity
+        font.pixelSize: Style.captionSize
     }
 }

@@ -6,11 +6,11 @@ import ZipMoE.Chat
 // The chat list: search (titles and message text), new chat, and per chat rename and delete.
 Pane {
     id: pane
-    padding: 6
+    padding: Style.itemSpacing
 
     ColumnLayout {
         anchors.fill: parent
-        spacing: 6
+        spacing: Style.itemSpacing
 
         Button {
             objectName: "newChatButton"
@@ -99,7 +99,7 @@ Pane {
                 anchors.centerIn: parent
                 visible: list.count === 0
                 text: App.searchText !== "" ? qsTr("No chat matches.") : qsTr("No chats yet.")
-                opacity: 0.6
+                opacity: Style.captionOpacity
             }
         }
     }

@@ -6,6 +6,11 @@ import ZipMoE.Chat
 // The last error and the last notice, dismissable; the database problem (chats not saved) stays
 // while it lasts.
 ColumnLayout {
+    id: banners
+
+    // Text lines up with the page below (the same margin).
+    readonly property int margin: Style.marginFor(width)
+
     spacing: 0
     visible: App.lastError !== "" || App.databaseError !== "" || App.notice !== ""
 
@@ -14,11 +19,11 @@ ColumnLayout {
         Layout.fillWidth: true
         implicitHeight: Math.max(noticeText.implicitHeight, noticeClose.implicitHeight) + 8
         visible: App.notice !== ""
-        color: App.darkMode ? "#0c3a52" : "#e0f2fe"
+        color: Style.infoBackground
         RowLayout {
             anchors.fill: parent
-            anchors.margins: 4
-            anchors.leftMargin: 6
+            anchors.leftMargin: banners.margin
+            anchors.rightMargin: banners.margin - Style.rowSpacing
             Label {
                 id: noticeText
                 Layout.fillWidth: true
@@ -37,11 +42,14 @@ ColumnLayout {
         Layout.fillWidth: true
         implicitHeight: dbText.implicitHeight + 12
         visible: App.databaseError !== ""
-        color: App.darkMode ? "#4a3a0a" : "#fef3c7"
+        color: Style.warningBackground
         Label {
             id: dbText
             anchors.fill: parent
-            anchors.margins: 6
+            anchors.leftMargin: banners.margin
+            anchors.rightMargin: banners.margin
+            anchors.topMargin: Style.rowSpacing
+            anchors.bottomMargin: Style.rowSpacing
             wrapMode: Text.Wrap
             text: qsTr("Chats are not being saved: %1").arg(App.databaseError)
         }
@@ -52,10 +60,11 @@ ColumnLayout {
         Layout.fillWidth: true
         implicitHeight: Math.max(errorText.implicitHeight, closeButton.implicitHeight) + 12
         visible: App.lastError !== ""
-        color: App.darkMode ? "#4c1d1d" : "#fee2e2"
+        color: Style.errorBackground
         RowLayout {
             anchors.fill: parent
-            anchors.margins: 6
+            anchors.leftMargin: banners.margin
+            anchors.rightMargin: banners.margin - Style.rowSpacing
             Label {
                 id: errorText
                 Layout.fillWidth: true

@@ -26,32 +26,35 @@ Item {
     readonly property var branchesHere: App.branches.filter(b => b.position === root.position)
     readonly property var blocks: root.isUser || root.messageState === "streaming" ? [] : App.codeBlocks(root.content)
 
+    // The gap between a bubble and the view's edge: the page's margin.
+    property int sideMargin: Style.pageMargin
+
     implicitHeight: bubble.height + 4
 
     HoverHandler { id: hover }
 
     Rectangle {
         id: bubble
-        x: root.isUser ? root.width - width - 14 : 14
-        width: Math.min(root.width - 28, Math.max(body.implicitWidth, 260) + 24)
+        x: root.isUser ? root.width - width - root.sideMargin : root.sideMargin
+        width: Math.min(root.width - 2 * root.sideMargin, Math.max(body.implicitWidth, 260) + 24)
         height: column.implicitHeight + 16
         radius: 8
-        color: root.isUser ? (App.darkMode ? "#1e3a5f" : "#e0ecff") : (root.messageState === "error" ? (App.darkMode ? "#4c1d1d" : "#fee2e2") : palette.base)
-        border.color: root.messageState === "incomplete" ? "#f59e0b" : Qt.darker(color, 1.08)
+        color: root.isUser ? (Style.userBubble) : (root.messageState === "error" ? (Style.errorBackground) : palette.base)
+        border.color: root.messageState === "incomplete" ? Style.warning : Qt.darker(color, 1.08)
 
         ColumnLayout {
             id: column
             x: 12
             y: 8
             width: parent.width - 24
-            spacing: 4
+            spacing: Style.tightSpacing
 
             RowLayout {
                 Layout.fillWidth: true
                 Label {
                     text: root.isUser ? qsTr("You") : (root.role === "assistant" ? qsTr("Model") : qsTr("System"))
                     font.bold: true
-                    opacity: 0.75
+                    opacity: Style.captionOpacity
                 }
                 BusyIndicator {
                     visible: root.messageState === "streaming"
@@ -65,14 +68,14 @@ Item {
                     spacing: 2
                     ToolButton {
                         text: qsTr("Copy")
-                        font.pixelSize: 11
+                        font.pixelSize: Style.captionSize
                         onClicked: App.copyMessage(root.position)
                     }
                     ToolButton {
                         objectName: "branchButton"
                         visible: !App.generating
                         text: qsTr("Branch")
-                        font.pixelSize: 11
+                        font.pixelSize: Style.captionSize
                         ToolTip.visible: hovered
                         ToolTip.delay: 500
                         ToolTip.text: qsTr("Continue the conversation from here in a new chat; this one stays as it is.")
@@ -81,14 +84,14 @@ Item {
                     ToolButton {
                         visible: root.isUser && !App.generating
                         text: qsTr("Edit")
-                        font.pixelSize: 11
+                        font.pixelSize: Style.captionSize
                         onClicked: { editor.text = root.content; root.editing = true }
                     }
                     ToolButton {
                         objectName: "regenerateButton"
                         visible: !root.isUser && root.lastMessage && !App.generating
                         text: qsTr("Regenerate")
-                        font.pixelSize: 11
+                        font.pixelSize: Style.captionSize
                         onClicked: App.regenerate()
                     }
                 }
@@ -134,7 +137,7 @@ Item {
                 objectName: "codeBlockButtons"
                 visible: root.blocks.length > 0 && !root.editing
                 Layout.fillWidth: true
-                spacing: 4
+                spacing: Style.tightSpacing
 
                 Repeater {
                     model: root.blocks
@@ -145,7 +148,7 @@ Item {
 
                         objectName: "copyCode" + index
                         flat: true
-                        font.pixelSize: 11
+                        font.pixelSize: Style.captionSize
                         text: modelData.language !== "" ? qsTr("Copy %1 code (%2)").arg(modelData.language).arg(index + 1) : qsTr("Copy code (%1)").arg(index + 1)
                         onClicked: {
                             if (App.copyText(modelData.code))
@@ -159,13 +162,13 @@ Item {
                 objectName: "branchLinks"
                 visible: root.branchesHere.length > 0
                 Layout.fillWidth: true
-                spacing: 4
+                spacing: Style.tightSpacing
 
                 Label {
                     height: 28
                     verticalAlignment: Text.AlignVCenter
-                    font.pixelSize: 11
-                    opacity: 0.75
+                    font.pixelSize: Style.captionSize
+                    opacity: Style.captionOpacity
                     text: qsTr("Branches from here:")
                 }
                 Repeater {
@@ -175,7 +178,7 @@ Item {
                         required property var modelData
 
                         flat: true
-                        font.pixelSize: 11
+                        font.pixelSize: Style.captionSize
                         text: "↳ " + modelData.title
                         onClicked: App.selectChat(modelData.id)
                     }
@@ -187,8 +190,8 @@ Item {
                 visible: !root.isUser && (root.messageState === "complete" || root.messageState === "incomplete" || root.messageState === "error")
                 Layout.fillWidth: true
                 wrapMode: Text.Wrap
-                font.pixelSize: 11
-                opacity: 0.7
+                font.pixelSize: Style.captionSize
+                opacity: Style.captionOpacity
                 text: {
                     if (root.messageState === "incomplete")
                         return qsTr("Incomplete: the app stopped while this reply was being written.")

@@ -10,16 +10,18 @@ ToolBar {
     signal openRequested()
     signal manageRequested()
 
+    // Lines up with the chat list below it.
+    leftPadding: Style.itemSpacing
+    rightPadding: Style.itemSpacing
+
     RowLayout {
         anchors.fill: parent
-        anchors.leftMargin: 8
-        anchors.rightMargin: 8
-        spacing: 10
+        spacing: Style.itemSpacing
 
         Label {
             text: "ZipMoE"
             font.bold: true
-            font.pixelSize: 16
+            font.pixelSize: Style.brandSize
         }
 
         Label {
@@ -55,7 +57,7 @@ ToolBar {
         Label {
             visible: App.modelState === "failed"
             text: qsTr("The model did not open: %1").arg(App.modelError)
-            color: "#b91c1c"
+            color: Style.error
             elide: Text.ElideRight
             Layout.fillWidth: true
         }

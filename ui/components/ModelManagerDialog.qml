@@ -28,12 +28,12 @@ Dialog {
 
     ColumnLayout {
         anchors.fill: parent
-        spacing: 8
+        spacing: Style.itemSpacing
 
         Label {
             Layout.fillWidth: true
             wrapMode: Text.Wrap
-            opacity: 0.75
+            opacity: Style.captionOpacity
             text: qsTr("Stores the app converted live in %1; stores opened from elsewhere are listed too.").arg(App.stores.storesDir)
         }
 
@@ -45,7 +45,7 @@ Dialog {
             Layout.fillHeight: true
             clip: true
             model: App.stores
-            spacing: 4
+            spacing: Style.tightSpacing
             ScrollBar.vertical: ScrollBar {}
 
             delegate: Pane {
@@ -73,7 +73,7 @@ Dialog {
 
                 RowLayout {
                     anchors.fill: parent
-                    spacing: 12
+                    spacing: Style.itemSpacing
 
                     ColumnLayout {
                         Layout.fillWidth: true
@@ -88,14 +88,14 @@ Dialog {
                         Label {
                             Layout.fillWidth: true
                             elide: Text.ElideRight
-                            font.pixelSize: 12
+                            font.pixelSize: Style.captionSize
                             text: qsTr("%1 · %2 layers × %3 experts · codec %4 · %5 on disk").arg(row.family).arg(row.layers).arg(row.experts).arg(row.codec).arg(App.formatBytes(row.sizeBytes))
                         }
                         Label {
                             Layout.fillWidth: true
                             elide: Text.ElideMiddle
-                            font.pixelSize: 11
-                            opacity: 0.7
+                            font.pixelSize: Style.captionSize
+                            opacity: Style.captionOpacity
                             text: (row.lastUsed && !isNaN(row.lastUsed.getTime()) ? qsTr("last used %1").arg(Qt.formatDateTime(row.lastUsed, Qt.DefaultLocaleShortDate)) : qsTr("never opened")) + " · " + row.path
                         }
                     }
@@ -125,7 +125,7 @@ Dialog {
             Label {
                 anchors.centerIn: parent
                 visible: list.count === 0
-                opacity: 0.7
+                opacity: Style.captionOpacity
                 text: qsTr("No stores yet: open a Hugging Face checkpoint to convert it.")
             }
         }
@@ -135,7 +135,7 @@ Dialog {
             Layout.fillWidth: true
             visible: text !== ""
             wrapMode: Text.Wrap
-            color: "#dc2626"
+            color: Style.error
             text: App.stores.error
         }
 

@@ -41,19 +41,21 @@ ColumnLayout {
         root.inspector.inspect(root.chosenToken, root.chosenLayer);
     }
 
-    spacing: 6
+    spacing: Style.rowSpacing
 
-    RowLayout {
+    // The heading on its own line (it wraps in a narrow window), its actions below it.
+    Label {
+        objectName: "inspectorTitle"
         Layout.fillWidth: true
-        spacing: 8
+        font.bold: true
+        wrapMode: Text.Wrap
+        text: root.inspector.valid ? qsTr("Layer %1 of token %2: predicted %3, measured %4").arg(root.inspector.layer).arg(root.inspector.token).arg(root.ms(root.inspector.predictedMakespanNs)).arg(root.ms(root.inspector.measuredMakespanNs)) : qsTr("Predicted vs measured schedule of one layer")
+    }
 
-        Label {
-            objectName: "inspectorTitle"
-            Layout.fillWidth: true
-            font.bold: true
-            elide: Text.ElideRight
-            text: root.inspector.valid ? qsTr("Layer %1 of token %2: predicted %3, measured %4").arg(root.inspector.layer).arg(root.inspector.token).arg(root.ms(root.inspector.predictedMakespanNs)).arg(root.ms(root.inspector.measuredMakespanNs)) : qsTr("Predicted vs measured schedule of one layer")
-        }
+    Flow {
+        Layout.fillWidth: true
+        spacing: Style.itemSpacing
+
         Button {
             objectName: "inspectLatestButton"
             text: qsTr("Newest layer")
@@ -78,7 +80,7 @@ ColumnLayout {
         visible: text !== ""
         wrapMode: Text.Wrap
         text: root.exportMessage !== "" ? root.exportMessage : root.inspector.error
-        color: root.exportMessage !== "" ? root.palette.text : "#b91c1c"
+        color: root.exportMessage !== "" ? root.palette.text : Style.error
     }
 
     component Gantt: RowLayout {
@@ -108,7 +110,7 @@ ColumnLayout {
                     height: root.rowHeight + 2
                     horizontalAlignment: Text.AlignRight
                     verticalAlignment: Text.AlignVCenter
-                    font.pixelSize: 11
+                    font.pixelSize: Style.captionSize
                     elide: Text.ElideRight
                     text: modelData
                 }
@@ -156,7 +158,7 @@ ColumnLayout {
                     x: 8
                     height: root.rowHeight + 2
                     verticalAlignment: Text.AlignVCenter
-                    font.pixelSize: 11
+                    font.pixelSize: Style.captionSize
                     text: modelData[gantt.idleKey] < 0 ? qsTr("–") : root.ms(modelData[gantt.idleKey])
                 }
             }
@@ -184,7 +186,7 @@ ColumnLayout {
         Layout.leftMargin: root.labelWidth
         visible: root.inspector.valid
         wrapMode: Text.Wrap
-        font.pixelSize: 12
+        font.pixelSize: Style.captionSize
         readonly property var s: root.inspector.tokenSummary
         text: root.inspector.valid ? qsTr("Token %1 (%2 layers): stall %3 · I/O busy %4 · decompression busy %5 · recovery %6 · expert compute %7 · dense %8 · expert layers predicted %9, measured %10").arg(s.token).arg(s.layers).arg(root.ms(s.stallNs)).arg(root.ms(s.ioBusyNs)).arg(root.ms(s.decompressBusyNs)).arg(root.ms(s.recoveryBusyNs)).arg(root.ms(s.computeNs)).arg(root.ms(s.denseNs)).arg(s.predictedExpertNs < 0 ? qsTr("–") : root.ms(s.predictedExpertNs)).arg(root.ms(s.measuredExpertNs)) : ""
     }
@@ -192,8 +194,9 @@ ColumnLayout {
         Layout.fillWidth: true
         Layout.leftMargin: root.labelWidth
         visible: root.inspector.valid
-        opacity: 0.7
-        font.pixelSize: 11
+        opacity: Style.captionOpacity
+        font.pixelSize: Style.captionSize
+        wrapMode: Text.Wrap
         text: qsTr("Outlined: the critical path (each operation waited for the one before it on its lane or in its tensor's DAG).")
     }
 

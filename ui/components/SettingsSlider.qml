@@ -6,6 +6,7 @@
 import QtQuick
 import QtQuick.Controls
 import QtQuick.Layouts
+import ZipMoE.Chat
 
 RowLayout {
     id: root
@@ -35,10 +36,10 @@ RowLayout {
         field.text = Qt.binding(() => root.format(root.value));
     }
 
-    spacing: 12
+    spacing: Style.itemSpacing
 
     Label {
-        Layout.preferredWidth: 170
+        Layout.preferredWidth: Style.labelWidth
         text: root.label
         elide: Text.ElideRight
 
@@ -92,7 +93,7 @@ RowLayout {
         id: field
 
         objectName: root.settingName + "Field"
-        Layout.preferredWidth: 76
+        Layout.preferredWidth: Style.fieldWidth
         horizontalAlignment: TextInput.AlignRight
         selectByMouse: true
         text: root.format(root.value)

@@ -14,6 +14,9 @@ import ZipMoE.Chat
 Page {
     id: page
 
+    // The page's margin on the shared scale (narrower in a small window).
+    readonly property int margin: Style.marginFor(width)
+
     readonly property real mib: 1048576
     readonly property var poolColors: ({ "F": "#3b82f6", "C": "#10b981", "S": "#f59e0b", "E": "#8b5cf6" })
     readonly property var poolNames: ({ "F": qsTr("full BF16 tensors"), "C": qsTr("compressed (E-chunks + SM-chunk)"), "S": qsTr("sign-mantissa only"), "E": qsTr("exponents only") })
@@ -67,13 +70,13 @@ Page {
         anchors.centerIn: parent
         width: Math.min(parent.width - 48, 460)
         visible: !App.runtime.active
-        spacing: 10
+        spacing: Style.itemSpacing
 
         Label {
             Layout.fillWidth: true
             horizontalAlignment: Text.AlignHCenter
             text: App.modelState === "loading" ? qsTr("Opening the model…") : qsTr("No expert runtime")
-            font.pixelSize: 20
+            font.pixelSize: Style.titleSize
         }
         BusyIndicator {
             Layout.alignment: Qt.AlignHCenter
@@ -84,7 +87,7 @@ Page {
             Layout.fillWidth: true
             horizontalAlignment: Text.AlignHCenter
             wrapMode: Text.Wrap
-            opacity: 0.75
+            opacity: Style.captionOpacity
             text: App.modelState === "loading" ? qsTr("The memory budget can be set as soon as the expert runtime is open.") : qsTr("No model with an expert runtime is open. Open a converted Mixture-of-Experts model (or the demo model) to set its memory budget and watch the F/C/S/E pools.")
         }
     }
@@ -97,12 +100,12 @@ Page {
         contentWidth: availableWidth
 
         ColumnLayout {
-            x: 20
-            width: scroll.availableWidth - 40
-            spacing: 16
+            x: Math.max(page.margin, (scroll.availableWidth - width) / 2)
+            width: Math.min(scroll.availableWidth - 2 * page.margin, Style.maxContentWidth)
+            spacing: Style.groupSpacing
 
             Item {
-                implicitHeight: 4
+                implicitHeight: page.margin - Style.groupSpacing
             }
 
             GroupBox {
@@ -114,7 +117,7 @@ Page {
                     id: advisorBox
 
                     anchors.fill: parent
-                    spacing: 8
+                    spacing: Style.itemSpacing
 
                     readonly property real predictedNow: App.advisor.revision >= 0 ? App.advisor.predictedTpotAt(App.runtime.budgetBytes) : -1
                     readonly property real swapFrom: App.advisor.freeMemoryBytes > 0 ? App.runtime.heldBytes + App.advisor.freeMemoryBytes : 0
@@ -130,7 +133,7 @@ Page {
                         Layout.fillWidth: true
                         wrapMode: Text.Wrap
                         visible: App.advisor.kneeBytes > 0
-                        color: App.darkMode ? "#fbbf24" : "#b45309"
+                        color: Style.warning
                         font.bold: true
                         text: App.advisor.kneeBytes >= App.advisor.maxBudget ? qsTr("Every byte up to %1 (every expert in memory) still makes tokens faster.").arg(page.bytes(App.advisor.maxBudget)) : qsTr("Beyond %1 you gain less than %2 % per token.").arg(page.bytes(App.advisor.kneeBytes)).arg(Math.round(App.advisor.kneeGain * 100))
                     }
@@ -156,20 +159,20 @@ Page {
                     }
                     RowLayout {
                         Layout.fillWidth: true
-                        spacing: 10
+                        spacing: Style.itemSpacing
 
                         Label {
                             objectName: "budgetAdvisorNote"
                             Layout.fillWidth: true
                             wrapMode: Text.Wrap
-                            opacity: 0.75
-                            font.pixelSize: 12
+                            opacity: Style.captionOpacity
+                            font.pixelSize: Style.captionSize
                             text: (App.advisor.denseMs > 0 ? qsTr("TPOT = %1 for the model outside the experts (measured) + the planned expert layers; TTFT for a %2-token prompt.").arg(page.ms(App.advisor.denseMs)).arg(App.advisor.promptTokens) : qsTr("The dense part of the model is not measured yet: the curve shows the expert layers alone until a reply is measured.")) + " " + qsTr("%n measured reply(s) shown. Click the chart to use that budget.", "", App.advisor.measured.length)
                         }
                         BusyIndicator {
                             objectName: "budgetAdvisorBusy"
-                            implicitWidth: 24
-                            implicitHeight: 24
+                            implicitWidth: Style.busySize
+                            implicitHeight: Style.busySize
                             running: App.advisor.busy
                             visible: running
                         }
@@ -185,7 +188,7 @@ Page {
                         Layout.fillWidth: true
                         visible: text !== ""
                         text: App.advisor.error
-                        color: "#dc2626"
+                        color: Style.error
                         wrapMode: Text.Wrap
                     }
                 }
@@ -197,11 +200,11 @@ Page {
 
                 ColumnLayout {
                     anchors.fill: parent
-                    spacing: 10
+                    spacing: Style.itemSpacing
 
                     Flow {
                         Layout.fillWidth: true
-                        spacing: 28
+                        spacing: Style.statSpacing
 
                         BudgetStat {
                             caption: qsTr("Budget")
@@ -226,26 +229,26 @@ Page {
 
                     RowLayout {
                         Layout.fillWidth: true
-                        spacing: 10
+                        spacing: Style.itemSpacing
 
                         Label {
                             text: qsTr("Held / budget")
-                            opacity: 0.7
+                            opacity: Style.captionOpacity
                         }
                         BudgetMeter {
                             objectName: "budgetHeldMeter"
                             Layout.fillWidth: true
                             fraction: App.runtime.budgetBytes > 0 ? App.runtime.heldBytes / App.runtime.budgetBytes : 0
-                            fill: App.runtime.heldBytes > App.runtime.budgetBytes ? "#dc2626" : page.palette.highlight
+                            fill: App.runtime.heldBytes > App.runtime.budgetBytes ? Style.error : page.palette.highlight
                         }
                         Label {
                             text: page.pct(App.runtime.budgetBytes > 0 ? App.runtime.heldBytes / App.runtime.budgetBytes : 0)
-                            opacity: 0.7
+                            opacity: Style.captionOpacity
                         }
                     }
 
                     Label {
-                        Layout.topMargin: 6
+                        Layout.topMargin: Style.rowSpacing
                         text: qsTr("Set the budget (applies at once, also while a reply streams)")
                         font.bold: true
                     }
@@ -286,22 +289,22 @@ Page {
 
                         Label {
                             text: qsTr("%1 (minimum)").arg(page.bytes(page.budgetFrom))
-                            opacity: 0.7
-                            font.pixelSize: 11
+                            opacity: Style.captionOpacity
+                            font.pixelSize: Style.captionSize
                         }
                         Item {
                             Layout.fillWidth: true
                         }
                         Label {
                             text: qsTr("%1 (every expert in BF16)").arg(page.bytes(page.budgetTo))
-                            opacity: 0.7
-                            font.pixelSize: 11
+                            opacity: Style.captionOpacity
+                            font.pixelSize: Style.captionSize
                         }
                     }
 
                     Flow {
                         Layout.fillWidth: true
-                        spacing: 8
+                        spacing: Style.itemSpacing
 
                         TextField {
                             id: budgetField
@@ -361,7 +364,7 @@ Page {
                         Layout.fillWidth: true
                         visible: App.advisor.freeMemoryBytes > 0 && page.shownBudget > App.runtime.heldBytes + App.advisor.freeMemoryBytes
                         text: qsTr("This budget is more than the memory free now (%1 besides what the experts hold): the system would swap.").arg(page.bytes(App.advisor.freeMemoryBytes))
-                        color: "#dc2626"
+                        color: Style.error
                         wrapMode: Text.Wrap
                     }
 
@@ -370,7 +373,7 @@ Page {
                         Layout.fillWidth: true
                         visible: text !== ""
                         text: page.fieldError !== "" ? page.fieldError : App.runtime.error
-                        color: "#dc2626"
+                        color: Style.error
                         wrapMode: Text.Wrap
                     }
                 }
@@ -382,7 +385,7 @@ Page {
 
                 ColumnLayout {
                     anchors.fill: parent
-                    spacing: 12
+                    spacing: Style.itemSpacing
 
                     BudgetPoolBar {
                         objectName: "budgetPoolBar"
@@ -401,7 +404,7 @@ Page {
 
                     Flow {
                         Layout.fillWidth: true
-                        spacing: 28
+                        spacing: Style.statSpacing
 
                         BudgetStat {
                             caption: qsTr("Miss rate")
@@ -433,11 +436,11 @@ Page {
 
                 ColumnLayout {
                     anchors.fill: parent
-                    spacing: 12
+                    spacing: Style.itemSpacing
 
                     Flow {
                         Layout.fillWidth: true
-                        spacing: 28
+                        spacing: Style.statSpacing
 
                         BudgetStat {
                             objectName: "budgetPredicted"
@@ -473,7 +476,7 @@ Page {
             }
 
             Item {
-                implicitHeight: 8
+                implicitHeight: page.margin - Style.groupSpacing
             }
         }
     }

@@ -9,6 +9,9 @@ import ZipMoE.Chat
 Page {
     id: page
 
+    // The page's margin on the shared scale (narrower in a small window).
+    readonly property int margin: Style.marginFor(width)
+
     ColumnLayout {
         anchors.fill: parent
         spacing: 0
@@ -18,11 +21,14 @@ Page {
             objectName: "branchBanner"
             Layout.fillWidth: true
             visible: App.branchParent.id !== undefined
-            padding: 6
+            leftPadding: page.margin
+            rightPadding: page.margin
+            topPadding: Style.tightSpacing
+            bottomPadding: Style.tightSpacing
 
             RowLayout {
                 anchors.fill: parent
-                spacing: 8
+                spacing: Style.itemSpacing
 
                 Label {
                     Layout.fillWidth: true
@@ -45,9 +51,9 @@ Page {
             Layout.fillHeight: true
             clip: true
             model: App.messages
-            spacing: 10
-            topMargin: 12
-            bottomMargin: 12
+            spacing: Style.itemSpacing
+            topMargin: Style.groupSpacing
+            bottomMargin: Style.groupSpacing
             boundsBehavior: Flickable.StopAtBounds
             ScrollBar.vertical: ScrollBar {
                 onPressedChanged: view.stickToBottom = !pressed && view.nearEnd
@@ -72,6 +78,7 @@ Page {
             delegate: MessageDelegate {
                 width: ListView.view.width
                 lastMessage: index === view.count - 1
+                sideMargin: page.margin
             }
 
             Label {
@@ -80,7 +87,7 @@ Page {
                 width: parent.width * 0.7
                 horizontalAlignment: Text.AlignHCenter
                 wrapMode: Text.Wrap
-                opacity: 0.65
+                opacity: Style.captionOpacity
                 text: App.modelState === "ready"
                       ? qsTr("Say something to %1. The demo model was trained on Shakespeare: try “ROMEO:” or a line of verse.").arg(App.modelInfo.name)
                       : qsTr("Opening the model…")
@@ -97,11 +104,14 @@ Page {
 
         Pane {
             Layout.fillWidth: true
-            padding: 8
+            leftPadding: page.margin
+            rightPadding: page.margin
+            topPadding: Style.barPadding
+            bottomPadding: Style.barPadding
 
             RowLayout {
                 anchors.fill: parent
-                spacing: 8
+                spacing: Style.itemSpacing
 
                 ScrollView {
                     Layout.fillWidth: true

@@ -15,6 +15,9 @@ import ZipMoE.Chat
 Page {
     id: page
 
+    // The page's margin on the shared scale (narrower in a small window).
+    readonly property int margin: Style.marginFor(width)
+
     required property TimelineModel timeline
     // The operation under the mouse (TimelineModel.eventAt's map); empty when there is none.
     property var hoveredEvent: ({})
@@ -78,11 +81,13 @@ Page {
         App.inspector.inspectLatest()
 
     header: ToolBar {
-        RowLayout {
-            anchors.fill: parent
-            anchors.leftMargin: 6
-            anchors.rightMargin: 6
-            spacing: 6
+        leftPadding: page.margin - Style.rowSpacing
+        rightPadding: page.margin
+
+        // Wraps onto a second row in a narrow window rather than clipping its controls.
+        Flow {
+            width: parent.width
+            spacing: Style.rowSpacing
 
             ToolButton {
                 objectName: "captureButton"
@@ -97,6 +102,8 @@ Page {
             }
             ToolSeparator {}
             Label {
+                height: tokenBox.height
+                verticalAlignment: Text.AlignVCenter
                 text: qsTr("Token")
             }
             SpinBox {
@@ -107,6 +114,8 @@ Page {
                 to: Math.max(from, page.timeline.lastToken)
             }
             Label {
+                height: tokenBox.height
+                verticalAlignment: Text.AlignVCenter
                 text: qsTr("Layer")
             }
             SpinBox {
@@ -138,234 +147,249 @@ Page {
                     page.timeline.clear();
                 }
             }
-            Item {
-                Layout.fillWidth: true
-            }
             Label {
                 objectName: "eventCountLabel"
+                height: tokenBox.height
+                leftPadding: Style.itemSpacing
+                verticalAlignment: Text.AlignVCenter
                 text: qsTr("%n event(s)", "", page.timeline.eventCount)
             }
         }
     }
 
-    ColumnLayout {
+    // The chart takes the height the window gives; in a small window the page scrolls instead of
+    // squeezing the chart's rows or clipping the inspector below it.
+    ScrollView {
+        id: scroll
+
         anchors.fill: parent
-        anchors.margins: 8
-        spacing: 4
+        contentWidth: availableWidth
+        contentHeight: body.height + 2 * Style.itemSpacing
 
-        Label {
-            Layout.fillWidth: true
-            visible: page.jumpError.length > 0
-            text: page.jumpError
-            color: "#b91c1c"
-        }
+        ColumnLayout {
+            id: body
 
-        RowLayout {
-            Layout.fillWidth: true
-            Layout.fillHeight: true
-            // Rows of at most 40 px: the room left goes to the layer inspector below.
-            Layout.maximumHeight: Math.max(100, page.timeline.laneCount * 44)
-            Layout.minimumHeight: 90
-            spacing: 0
+            x: page.margin
+            y: Style.itemSpacing
+            width: scroll.availableWidth - 2 * page.margin
+            height: Math.max(scroll.availableHeight - 2 * Style.itemSpacing, implicitHeight)
+            spacing: Style.itemSpacing
 
-            // Lane names, each beside its row.
-            Item {
-                Layout.preferredWidth: page.labelWidth
-                Layout.fillHeight: true
-                clip: true
-
-                Repeater {
-                    model: page.timeline.laneNames
-                    delegate: Label {
-                        required property int index
-                        required property string modelData
-                        y: index * page.rowPitch
-                        width: page.labelWidth - 8
-                        height: page.rowPitch
-                        verticalAlignment: Text.AlignVCenter
-                        horizontalAlignment: Text.AlignRight
-                        elide: Text.ElideRight
-                        text: modelData
-                    }
-                }
+            Label {
+                Layout.fillWidth: true
+                visible: page.jumpError.length > 0
+                text: page.jumpError
+                color: Style.error
             }
 
-            Item {
-                id: chartArea
+            RowLayout {
                 Layout.fillWidth: true
                 Layout.fillHeight: true
-                clip: true
+                // Rows of at most 40 px: the room left goes to the layer inspector below.
+                Layout.maximumHeight: Math.max(100, page.timeline.laneCount * 44)
+                Layout.minimumHeight: Math.max(90, page.timeline.laneCount * 22)
+                spacing: 0
 
-                Rectangle {
-                    anchors.fill: parent
-                    color: page.palette.base
-                    border.color: page.palette.mid
-                }
-                Repeater {
-                    // Alternate row backgrounds, so that a box is read against its own lane.
-                    model: page.timeline.laneCount
-                    delegate: Rectangle {
-                        required property int index
-                        y: index * page.rowPitch
-                        width: chartArea.width
-                        height: page.rowPitch
-                        color: index % 2 ? page.palette.alternateBase : page.palette.base
-                    }
-                }
-                Repeater {
-                    model: page.ticks
-                    delegate: Rectangle {
-                        required property real modelData
-                        x: Math.round((modelData - chart.viewStartNs) / chart.nsPerPixel)
-                        width: 1
-                        height: chartArea.height
-                        color: page.palette.midlight
-                    }
-                }
+                // Lane names, each beside its row.
+                Item {
+                    Layout.preferredWidth: page.labelWidth
+                    Layout.fillHeight: true
+                    clip: true
 
-                TimelineView {
-                    id: chart
-                    objectName: "timelineView"
-                    width: chartArea.width
-                    height: Math.max(implicitHeight, 1)
-                    model: page.timeline
-                    followLive: true
-                    // Rows share the height, between readable and not absurdly tall.
-                    laneHeight: page.timeline.laneCount > 0
-                                ? Math.max(14, Math.min(40, Math.floor(chartArea.height / page.timeline.laneCount) - rowSpacing))
-                                : 18
-                }
-
-                Label {
-                    anchors.centerIn: parent
-                    visible: page.timeline.eventCount === 0
-                    text: page.timeline.capturing ? qsTr("No operations yet: the schedule appears while the model generates.")
-                                                  : qsTr("Capture is paused.")
-                    color: page.palette.placeholderText
-                }
-
-                MouseArea {
-                    id: mouse
-                    property real lastX: 0
-
-                    anchors.fill: parent
-                    hoverEnabled: true
-                    acceptedButtons: Qt.LeftButton
-                    cursorShape: pressed ? Qt.ClosedHandCursor : Qt.ArrowCursor
-                    onPressed: event => mouse.lastX = event.x
-                    onPositionChanged: event => {
-                        if (mouse.pressed) {
-                            chart.panBy(event.x - mouse.lastX);
-                            mouse.lastX = event.x;
+                    Repeater {
+                        model: page.timeline.laneNames
+                        delegate: Label {
+                            required property int index
+                            required property string modelData
+                            y: index * page.rowPitch
+                            width: page.labelWidth - 8
+                            height: page.rowPitch
+                            verticalAlignment: Text.AlignVCenter
+                            horizontalAlignment: Text.AlignRight
+                            elide: Text.ElideRight
+                            text: modelData
                         }
-                        page.hoveredEvent = chart.eventAtPoint(event.x, event.y);
-                    }
-                    onExited: page.hoveredEvent = {}
-                    onWheel: wheel => {
-                        if (wheel.modifiers & Qt.ControlModifier) {
-                            chart.zoomAt(Math.pow(2, wheel.angleDelta.y / 480), wheel.x);
-                        } else {
-                            const pixels = wheel.pixelDelta.x !== 0 || wheel.pixelDelta.y !== 0;
-                            const d = pixels ? wheel.pixelDelta : Qt.point(wheel.angleDelta.x / 2, wheel.angleDelta.y / 2);
-                            chart.panBy(d.x + d.y);
-                        }
-                        page.hoveredEvent = chart.eventAtPoint(wheel.x, wheel.y);
                     }
                 }
 
-                // The hovered operation's details, beside the cursor and kept inside the chart.
-                Rectangle {
-                    id: details
-                    objectName: "eventDetails"
-                    visible: page.hoveredEvent.op !== undefined && mouse.containsMouse
-                    x: Math.min(mouse.mouseX + 14, chartArea.width - width - 2)
-                    y: Math.min(mouse.mouseY + 14, chartArea.height - height - 2)
-                    width: detailsText.implicitWidth + 16
-                    height: detailsText.implicitHeight + 12
-                    color: page.palette.toolTipBase
-                    border.color: page.palette.dark
-                    radius: 3
-
-                    Label {
-                        id: detailsText
-                        x: 8
-                        y: 6
-                        color: page.palette.toolTipText
-                        textFormat: Text.PlainText
-                        text: details.visible ? [
-                            qsTr("%1 on %2").arg(page.hoveredEvent.opName).arg(page.hoveredEvent.laneName),
-                            qsTr("Token %1, layer %2, expert %3").arg(page.field(page.hoveredEvent.token)).arg(page.field(page.hoveredEvent.layer)).arg(page.field(page.hoveredEvent.expert)),
-                            qsTr("Tensor %1, shard %2").arg(page.field(page.hoveredEvent.tensor)).arg(page.field(page.hoveredEvent.shard)),
-                            qsTr("Duration: %1").arg(page.duration(page.hoveredEvent.durationNs)),
-                            qsTr("Starts at: %1").arg(page.duration(page.hoveredEvent.startNs)),
-                            qsTr("Bytes: %1").arg(page.bytes(page.hoveredEvent.bytes))
-                        ].join("\n") : ""
-                    }
-                }
-            }
-        }
-
-        // Time axis, under the chart.
-        Item {
-            Layout.fillWidth: true
-            Layout.leftMargin: page.labelWidth
-            Layout.preferredHeight: 20
-            clip: true
-
-            Repeater {
-                id: tickLabels
-                model: page.ticks
-                delegate: Label {
-                    required property real modelData
-                    // Centred under its tick, but kept whole at the edges.
-                    x: Math.max(0, Math.min(tickLabels.parent.width - width,
-                                            Math.round((modelData - chart.viewStartNs) / chart.nsPerPixel - width / 2)))
-                    font.pixelSize: 11
-                    text: page.tickLabel(modelData)
-                }
-            }
-        }
-
-        // Legend: one coloured square and name per operation.
-        Flow {
-            objectName: "scheduleLegend"
-            Layout.fillWidth: true
-            Layout.leftMargin: page.labelWidth
-            spacing: 14
-
-            Repeater {
-                model: page.timeline.legend()
-                delegate: Row {
-                    id: entry
-                    required property var modelData
-                    spacing: 5
+                Item {
+                    id: chartArea
+                    Layout.fillWidth: true
+                    Layout.fillHeight: true
+                    clip: true
 
                     Rectangle {
-                        anchors.verticalCenter: parent.verticalCenter
-                        width: 12
-                        height: 12
-                        color: entry.modelData.color
+                        anchors.fill: parent
+                        color: page.palette.base
+                        border.color: page.palette.mid
                     }
+                    Repeater {
+                        // Alternate row backgrounds, so that a box is read against its own lane.
+                        model: page.timeline.laneCount
+                        delegate: Rectangle {
+                            required property int index
+                            y: index * page.rowPitch
+                            width: chartArea.width
+                            height: page.rowPitch
+                            color: index % 2 ? page.palette.alternateBase : page.palette.base
+                        }
+                    }
+                    Repeater {
+                        model: page.ticks
+                        delegate: Rectangle {
+                            required property real modelData
+                            x: Math.round((modelData - chart.viewStartNs) / chart.nsPerPixel)
+                            width: 1
+                            height: chartArea.height
+                            color: page.palette.midlight
+                        }
+                    }
+
+                    TimelineView {
+                        id: chart
+                        objectName: "timelineView"
+                        width: chartArea.width
+                        height: Math.max(implicitHeight, 1)
+                        model: page.timeline
+                        followLive: true
+                        // Rows share the height, between readable and not absurdly tall.
+                        laneHeight: page.timeline.laneCount > 0
+                                    ? Math.max(14, Math.min(40, Math.floor(chartArea.height / page.timeline.laneCount) - rowSpacing))
+                                    : 18
+                    }
+
                     Label {
-                        text: entry.modelData.name
+                        anchors.centerIn: parent
+                        visible: page.timeline.eventCount === 0
+                        text: page.timeline.capturing ? qsTr("No operations yet: the schedule appears while the model generates.")
+                                                      : qsTr("Capture is paused.")
+                        color: page.palette.placeholderText
+                    }
+
+                    MouseArea {
+                        id: mouse
+                        property real lastX: 0
+
+                        anchors.fill: parent
+                        hoverEnabled: true
+                        preventStealing: true  // a drag pans the chart, never scrolls the page
+                        acceptedButtons: Qt.LeftButton
+                        cursorShape: pressed ? Qt.ClosedHandCursor : Qt.ArrowCursor
+                        onPressed: event => mouse.lastX = event.x
+                        onPositionChanged: event => {
+                            if (mouse.pressed) {
+                                chart.panBy(event.x - mouse.lastX);
+                                mouse.lastX = event.x;
+                            }
+                            page.hoveredEvent = chart.eventAtPoint(event.x, event.y);
+                        }
+                        onExited: page.hoveredEvent = {}
+                        onWheel: wheel => {
+                            if (wheel.modifiers & Qt.ControlModifier) {
+                                chart.zoomAt(Math.pow(2, wheel.angleDelta.y / 480), wheel.x);
+                            } else {
+                                const pixels = wheel.pixelDelta.x !== 0 || wheel.pixelDelta.y !== 0;
+                                const d = pixels ? wheel.pixelDelta : Qt.point(wheel.angleDelta.x / 2, wheel.angleDelta.y / 2);
+                                chart.panBy(d.x + d.y);
+                            }
+                            page.hoveredEvent = chart.eventAtPoint(wheel.x, wheel.y);
+                        }
+                    }
+
+                    // The hovered operation's details, beside the cursor and kept inside the chart.
+                    Rectangle {
+                        id: details
+                        objectName: "eventDetails"
+                        visible: page.hoveredEvent.op !== undefined && mouse.containsMouse
+                        x: Math.min(mouse.mouseX + 14, chartArea.width - width - 2)
+                        y: Math.min(mouse.mouseY + 14, chartArea.height - height - 2)
+                        width: detailsText.implicitWidth + 16
+                        height: detailsText.implicitHeight + 12
+                        color: page.palette.toolTipBase
+                        border.color: page.palette.dark
+                        radius: 3
+
+                        Label {
+                            id: detailsText
+                            x: 8
+                            y: 6
+                            color: page.palette.toolTipText
+                            textFormat: Text.PlainText
+                            text: details.visible ? [
+                                qsTr("%1 on %2").arg(page.hoveredEvent.opName).arg(page.hoveredEvent.laneName),
+                                qsTr("Token %1, layer %2, expert %3").arg(page.field(page.hoveredEvent.token)).arg(page.field(page.hoveredEvent.layer)).arg(page.field(page.hoveredEvent.expert)),
+                                qsTr("Tensor %1, shard %2").arg(page.field(page.hoveredEvent.tensor)).arg(page.field(page.hoveredEvent.shard)),
+                                qsTr("Duration: %1").arg(page.duration(page.hoveredEvent.durationNs)),
+                                qsTr("Starts at: %1").arg(page.duration(page.hoveredEvent.startNs)),
+                                qsTr("Bytes: %1").arg(page.bytes(page.hoveredEvent.bytes))
+                            ].join("\n") : ""
+                        }
                     }
                 }
             }
-        }
-    
-        ToolSeparator {
-            Layout.fillWidth: true
-            orientation: Qt.Horizontal
-        }
 
-        ScheduleLayerInspector {
-            objectName: "layerInspector"
-            Layout.fillWidth: true
-            inspector: App.inspector
-            chosenToken: tokenBox.value
-            chosenLayer: layerBox.value
-            viewStartNs: chart.viewStartNs
-            viewEndNs: chart.viewEndNs
+            // Time axis, under the chart.
+            Item {
+                Layout.fillWidth: true
+                Layout.leftMargin: page.labelWidth
+                Layout.preferredHeight: 20
+                clip: true
+
+                Repeater {
+                    id: tickLabels
+                    model: page.ticks
+                    delegate: Label {
+                        required property real modelData
+                        // Centred under its tick, but kept whole at the edges.
+                        x: Math.max(0, Math.min(tickLabels.parent.width - width,
+                                                Math.round((modelData - chart.viewStartNs) / chart.nsPerPixel - width / 2)))
+                        font.pixelSize: Style.captionSize
+                        text: page.tickLabel(modelData)
+                    }
+                }
+            }
+
+            // Legend: one coloured square and name per operation.
+            Flow {
+                objectName: "scheduleLegend"
+                Layout.fillWidth: true
+                Layout.leftMargin: page.labelWidth
+                spacing: Style.groupSpacing
+
+                Repeater {
+                    model: page.timeline.legend()
+                    delegate: Row {
+                        id: entry
+                        required property var modelData
+                        spacing: Style.rowSpacing
+
+                        Rectangle {
+                            anchors.verticalCenter: parent.verticalCenter
+                            width: 12
+                            height: 12
+                            color: entry.modelData.color
+                        }
+                        Label {
+                            text: entry.modelData.name
+                        }
+                    }
+                }
+            }
+    
+            ToolSeparator {
+                Layout.fillWidth: true
+                orientation: Qt.Horizontal
+            }
+
+            ScheduleLayerInspector {
+                objectName: "layerInspector"
+                Layout.fillWidth: true
+                inspector: App.inspector
+                chosenToken: tokenBox.value
+                chosenLayer: layerBox.value
+                viewStartNs: chart.viewStartNs
+                viewEndNs: chart.viewEndNs
+            }
         }
     }
 }

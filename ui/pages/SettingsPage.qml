@@ -11,6 +11,9 @@ import ZipMoE.Chat
 Page {
     id: page
 
+    // The page's margin on the shared scale (narrower in a small window).
+    readonly property int margin: Style.marginFor(width)
+
     readonly property bool hasChat: App.currentChatId !== 0
     property string exportStatus: ""
     property bool exportFailed: false
@@ -91,12 +94,12 @@ Page {
         contentWidth: availableWidth
 
         ColumnLayout {
-            x: Math.max(20, (scroll.availableWidth - width) / 2)
-            width: Math.min(scroll.availableWidth - 40, 820)
-            spacing: 16
+            x: Math.max(page.margin, (scroll.availableWidth - width) / 2)
+            width: Math.min(scroll.availableWidth - 2 * page.margin, Style.maxContentWidth)
+            spacing: Style.groupSpacing
 
             Item {
-                implicitHeight: 4
+                implicitHeight: page.margin - Style.groupSpacing
             }
 
             GroupBox {
@@ -105,10 +108,11 @@ Page {
 
                 RowLayout {
                     anchors.fill: parent
-                    spacing: 12
+                    spacing: Style.itemSpacing
 
                     Label {
                         objectName: "languageLabel"
+                        Layout.preferredWidth: Style.labelWidth
                         text: qsTr("Interface language")
                     }
 
@@ -116,7 +120,7 @@ Page {
                         id: languageBox
 
                         objectName: "languageBox"
-                        Layout.preferredWidth: 200
+                        Layout.preferredWidth: Style.comboWidth
                         textRole: "text"
                         valueRole: "value"
                         // Each language under its own name, so that anyone can find theirs.
@@ -137,14 +141,14 @@ Page {
 
                 ColumnLayout {
                     anchors.fill: parent
-                    spacing: 10
+                    spacing: Style.itemSpacing
 
                     Label {
                         objectName: "noChatNote"
                         Layout.fillWidth: true
                         visible: !page.hasChat
                         wrapMode: Text.Wrap
-                        opacity: 0.75
+                        opacity: Style.captionOpacity
                         text: qsTr("Open a chat or start a new one to edit its system prompt and sampling settings: every chat keeps its own.")
                     }
 
@@ -182,7 +186,7 @@ Page {
                     }
 
                     Label {
-                        Layout.topMargin: 6
+                        Layout.topMargin: Style.rowSpacing
                         text: qsTr("Sampling")
                         font.bold: true
                     }
@@ -190,7 +194,7 @@ Page {
                     ColumnLayout {
                         Layout.fillWidth: true
                         enabled: page.hasChat
-                        spacing: 4
+                        spacing: Style.tightSpacing
 
                         Repeater {
                             // name, caption, from, to, step, decimals, hint
@@ -214,10 +218,10 @@ Page {
                         }
 
                         RowLayout {
-                            spacing: 12
+                            spacing: Style.itemSpacing
 
                             Label {
-                                Layout.preferredWidth: 170
+                                Layout.preferredWidth: Style.labelWidth
                                 text: qsTr("Seed")
                             }
 
@@ -225,7 +229,7 @@ Page {
                                 id: seedField
 
                                 objectName: "seedField"
-                                Layout.preferredWidth: 160
+                                Layout.preferredWidth: Style.valueWidth
                                 horizontalAlignment: TextInput.AlignRight
                                 selectByMouse: true
                                 validator: RegularExpressionValidator {
@@ -256,7 +260,7 @@ Page {
                             Label {
                                 Layout.fillWidth: true
                                 wrapMode: Text.Wrap
-                                opacity: 0.7
+                                opacity: Style.captionOpacity
                                 text: qsTr("0 = a new random seed for every reply; any other value repeats the same reply.")
                             }
                         }
@@ -270,12 +274,13 @@ Page {
 
                 ColumnLayout {
                     anchors.fill: parent
+                    spacing: Style.rowSpacing
 
                     Label {
                         visible: App.modelState !== "ready"
                         Layout.fillWidth: true
                         wrapMode: Text.Wrap
-                        opacity: 0.75
+                        opacity: Style.captionOpacity
                         text: App.modelState === "loading" ? qsTr("A model is loading…") : qsTr("No model is open.")
                     }
 
@@ -284,8 +289,8 @@ Page {
                         Layout.fillWidth: true
                         visible: App.modelState === "ready"
                         columns: 2
-                        columnSpacing: 24
-                        rowSpacing: 6
+                        columnSpacing: Style.itemSpacing
+                        rowSpacing: Style.rowSpacing
 
                         Repeater {
                             // Caption, value, caption, value, …: one label per grid cell.
@@ -300,9 +305,11 @@ Page {
                                 required property int index
 
                                 Layout.fillWidth: index % 2 === 1
+                                Layout.preferredWidth: index % 2 === 0 ? Style.labelWidth : -1
                                 Layout.alignment: Qt.AlignTop
                                 text: modelData
-                                opacity: index % 2 === 0 ? 0.7 : 1
+                                elide: index % 2 === 0 ? Text.ElideRight : Text.ElideNone
+                                opacity: index % 2 === 0 ? Style.captionOpacity : 1
                                 wrapMode: index % 2 === 1 ? Text.WrapAnywhere : Text.NoWrap
                             }
                         }
@@ -317,7 +324,7 @@ Page {
 
                 ColumnLayout {
                     anchors.fill: parent
-                    spacing: 6
+                    spacing: Style.rowSpacing
 
                     Switch {
                         objectName: "localServerSwitch"
@@ -331,11 +338,13 @@ Page {
                         visible: App.localServer.running
                         Layout.fillWidth: true
                         columns: 2
-                        columnSpacing: 12
+                        columnSpacing: Style.itemSpacing
+                        rowSpacing: Style.rowSpacing
 
                         Label {
+                            Layout.preferredWidth: Style.labelWidth
                             text: qsTr("URL")
-                            opacity: 0.7
+                            opacity: Style.captionOpacity
                         }
                         TextField {
                             objectName: "localServerUrl"
@@ -346,7 +355,7 @@ Page {
                         }
                         Label {
                             text: qsTr("API key")
-                            opacity: 0.7
+                            opacity: Style.captionOpacity
                         }
                         TextField {
                             objectName: "localServerKey"
@@ -362,7 +371,7 @@ Page {
                         Layout.fillWidth: true
                         visible: App.localServer.error !== ""
                         text: App.localServer.error
-                        color: "#dc2626"
+                        color: Style.error
                         wrapMode: Text.Wrap
                     }
                 }
@@ -374,19 +383,25 @@ Page {
 
                 ColumnLayout {
                     anchors.fill: parent
-                    spacing: 6
+                    spacing: Style.rowSpacing
 
-                    Label {
-                        text: qsTr("Database")
-                        opacity: 0.7
-                    }
-
-                    TextField {
-                        objectName: "databasePathField"
+                    RowLayout {
                         Layout.fillWidth: true
-                        readOnly: true
-                        selectByMouse: true
-                        text: App.databasePath !== "" ? App.databasePath : qsTr("None: chats are not kept after the app closes.")
+                        spacing: Style.itemSpacing
+
+                        Label {
+                            Layout.preferredWidth: Style.labelWidth
+                            text: qsTr("Database")
+                            opacity: Style.captionOpacity
+                        }
+
+                        TextField {
+                            objectName: "databasePathField"
+                            Layout.fillWidth: true
+                            readOnly: true
+                            selectByMouse: true
+                            text: App.databasePath !== "" ? App.databasePath : qsTr("None: chats are not kept after the app closes.")
+                        }
                     }
 
                     Label {
@@ -394,7 +409,7 @@ Page {
                         Layout.fillWidth: true
                         visible: App.databaseError !== ""
                         text: qsTr("The database could not be opened: %1").arg(App.databaseError)
-                        color: "#dc2626"
+                        color: Style.error
                         wrapMode: Text.Wrap
                     }
                 }
@@ -406,17 +421,17 @@ Page {
 
                 ColumnLayout {
                     anchors.fill: parent
-                    spacing: 8
+                    spacing: Style.itemSpacing
 
                     Label {
                         Layout.fillWidth: true
                         wrapMode: Text.Wrap
-                        opacity: 0.75
+                        opacity: Style.captionOpacity
                         text: page.hasChat ? qsTr("Save the chat “%1” with its settings and messages.").arg(App.currentChatTitle) : qsTr("Open a chat to export it.")
                     }
 
                     RowLayout {
-                        spacing: 8
+                        spacing: Style.itemSpacing
 
                         Button {
                             objectName: "exportMarkdownButton"
@@ -438,14 +453,14 @@ Page {
                         Layout.fillWidth: true
                         visible: page.exportStatus !== ""
                         text: page.exportStatus
-                        color: page.exportFailed ? "#dc2626" : page.palette.text
+                        color: page.exportFailed ? Style.error : page.palette.text
                         wrapMode: Text.WrapAnywhere
                     }
                 }
             }
 
             Item {
-                implicitHeight: 8
+                implicitHeight: page.margin - Style.groupSpacing
             }
         }
     }

@@ -136,15 +136,25 @@ class TestAppWindow : public QObject {
       QTest::qWait(300);
     }
 
-    // Dark mode (what main() picks when the system prefers dark).
-    window_->resize(1280, 800);
+    // Dark mode (what main() picks when the system prefers dark): the four pages at both sizes
+    // (`NAME-dark.png`, `NAME-dark-900x600.png`).
     controller_->setDarkMode(true);
     QVERIFY(controller_->darkMode());
     controller_->selectChat(chat);
-    for (const auto& [page, name] : {std::pair{0, "chat-dark.png"}, std::pair{1, "budget-dark.png"}, std::pair{2, "schedule-dark.png"}}) {
-      showPage(page);
-      save(QString::fromLatin1(name));
+    for (const QSize size : {QSize(1280, 800), QSize(900, 600)}) {
+      const QString suffix = size.width() == 1280 ? QString() : QStringLiteral("-900x600");
+      window_->resize(size);
+      QTRY_COMPARE_WITH_TIMEOUT(window_->size(), size, 10000);
+      for (const auto& [page, name] : {std::pair{0, "chat"}, std::pair{1, "budget"}, std::pair{2, "schedule"}, std::pair{3, "settings"}}) {
+        showPage(page);
+        if (page == 2) {
+          QMetaObject::invokeMethod(findPage("schedulePage"), "zoomToFit");
+          QTest::qWait(300);
+        }
+        save(QStringLiteral("%1-dark%2.png").arg(QString::fromLatin1(name), suffix));
+      }
     }
+    window_->resize(1280, 800);
     controller_->setDarkMode(false);
 
     // The same chat in Simplified Chinese, switched at run time.
