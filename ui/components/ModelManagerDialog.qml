@@ -24,6 +24,23 @@ Dialog {
     width: Math.min(parent ? parent.width - 60 : 800, 860)
     height: Math.min(parent ? parent.height - 60 : 560, 560)
     anchors.centerIn: parent
+    // The shared scale: the title, the list and the buttons share one inset.
+    padding: Style.groupSpacing
+    topPadding: Style.itemSpacing
+    header: Label {
+        text: dialog.title
+        font.bold: true
+        elide: Text.ElideRight
+        leftPadding: Style.groupSpacing
+        rightPadding: Style.groupSpacing
+        topPadding: Style.groupSpacing
+    }
+    footer: DialogButtonBox {
+        leftPadding: Style.groupSpacing
+        rightPadding: Style.groupSpacing
+        bottomPadding: Style.groupSpacing
+        topPadding: 0
+    }
     onOpened: App.stores.refresh()
 
     ColumnLayout {
