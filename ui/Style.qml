@@ -43,16 +43,16 @@ QtObject {
     readonly property int valueWidth: 160
     readonly property int fieldWidth: 76            // a number beside a slider
     readonly property int comboWidth: 200
-    readonly property int iconButtonSize: 28
+    readonly property int laneLabelWidth: 110       // lane names beside the Gantt charts
+    readonly property int iconButtonSize: 28        // a small flat button, and a label level with it
     readonly property int busySize: 24
-    readonly property int radius: 6
+    readonly property int radius: 8                 // message bubbles
 
     // Colours that are not the palette's, each with its dark variant. Red only for errors.
     readonly property color error: dark ? "#f87171" : "#dc2626"
     readonly property color errorBackground: dark ? "#4c1d1d" : "#fee2e2"
     readonly property color warning: dark ? "#fbbf24" : "#b45309"
     readonly property color warningBackground: dark ? "#4a3a0a" : "#fef3c7"
-    readonly property color info: dark ? "#93c5fd" : "#1d4ed8"
     readonly property color infoBackground: dark ? "#0c3a52" : "#e0f2fe"
     readonly property color userBubble: dark ? "#1e3a5f" : "#e0ecff"
 }

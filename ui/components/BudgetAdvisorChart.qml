@@ -25,10 +25,10 @@ ColumnLayout {
         return (b / 1048576).toFixed(1) + " MiB";
     }
 
-    readonly property color tpotColor: "#2563eb"
-    readonly property color ttftColor: "#0d9488"
-    readonly property color measuredColor: "#e11d48"
-    readonly property color kneeColor: "#d97706"
+    readonly property color tpotColor: Style.dark ? "#60a5fa" : "#2563eb"
+    readonly property color ttftColor: Style.dark ? "#2dd4bf" : "#0d9488"
+    readonly property color measuredColor: Style.dark ? "#fb7185" : "#e11d48"
+    readonly property color kneeColor: Style.dark ? "#fbbf24" : "#d97706"
     readonly property color swapColor: Style.error
     property real hoverX: -1
 

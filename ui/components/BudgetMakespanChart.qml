@@ -15,9 +15,9 @@ ColumnLayout {
     // App.runtime.makespanHistory: [{predicted, measured, lowerBound, budget}], oldest first.
     required property var history
 
-    readonly property color predictedColor: "#2563eb"
-    readonly property color measuredColor: "#e11d48"
-    readonly property color lowerBoundColor: "#64748b"
+    readonly property color predictedColor: Style.dark ? "#60a5fa" : "#2563eb"
+    readonly property color measuredColor: Style.dark ? "#fb7185" : "#e11d48"
+    readonly property color lowerBoundColor: Style.dark ? "#94a3b8" : "#64748b"
     readonly property int sampleCount: (root.history ?? []).length
 
     function repaint() {

@@ -20,7 +20,7 @@ GridLayout {
 
     Label {
         Layout.alignment: Qt.AlignLeft | Qt.AlignTop
-        Layout.topMargin: 4
+        Layout.topMargin: Style.tightSpacing
         text: qsTr("Enabled pools")
     }
     Flow {

@@ -38,7 +38,7 @@ Item {
         x: root.isUser ? root.width - width - root.sideMargin : root.sideMargin
         width: Math.min(root.width - 2 * root.sideMargin, Math.max(body.implicitWidth, 260) + 24)
         height: column.implicitHeight + 16
-        radius: 8
+        radius: Style.radius
         color: root.isUser ? (Style.userBubble) : (root.messageState === "error" ? (Style.errorBackground) : palette.base)
         border.color: root.messageState === "incomplete" ? Style.warning : Qt.darker(color, 1.08)
 
@@ -165,7 +165,7 @@ Item {
                 spacing: Style.tightSpacing
 
                 Label {
-                    height: 28
+                    height: Style.iconButtonSize  // level with the branch buttons beside it
                     verticalAlignment: Text.AlignVCenter
                     font.pixelSize: Style.captionSize
                     opacity: Style.captionOpacity
@@ -177,6 +177,7 @@ Item {
                     delegate: Button {
                         required property var modelData
 
+                        width: Math.min(implicitWidth, parent ? parent.width : implicitWidth)  // elided inside the bubble
                         flat: true
                         font.pixelSize: Style.captionSize
                         text: "↳ " + modelData.title

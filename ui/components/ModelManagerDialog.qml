@@ -81,7 +81,7 @@ Dialog {
                 required property bool isOpen
 
                 width: ListView.view.width
-                padding: 8
+                padding: Style.itemSpacing
                 background: Rectangle {
                     color: row.index % 2 ? row.palette.alternateBase : row.palette.base
                     border.color: row.isOpen ? row.palette.highlight : "transparent"

@@ -24,7 +24,7 @@ ColumnLayout {
     readonly property real scaleNs: Math.max(1, root.inspector.predictedMakespanNs, root.inspector.measuredMakespanNs)
     readonly property int laneCount: root.inspector.laneNames.length
     readonly property real rowHeight: 14
-    readonly property real labelWidth: 110
+    readonly property real labelWidth: Style.laneLabelWidth
     readonly property real idleWidth: 150
 
     function ms(ns: real): string {

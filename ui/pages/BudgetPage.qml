@@ -285,7 +285,7 @@ Page {
 
                     RowLayout {
                         Layout.fillWidth: true
-                        Layout.topMargin: -8
+                        Layout.topMargin: Style.tightSpacing - Style.itemSpacing  // the range sits under its slider
 
                         Label {
                             text: qsTr("%1 (minimum)").arg(page.bytes(page.budgetFrom))
@@ -310,7 +310,7 @@ Page {
                             id: budgetField
 
                             objectName: "budgetField"
-                            width: 110
+                            width: Style.valueWidth
                             horizontalAlignment: TextInput.AlignRight
                             selectByMouse: true
                             placeholderText: qsTr("MiB")

@@ -22,7 +22,7 @@ Page {
     // The operation under the mouse (TimelineModel.eventAt's map); empty when there is none.
     property var hoveredEvent: ({})
     property string jumpError: ""
-    readonly property real labelWidth: 110
+    readonly property real labelWidth: Style.laneLabelWidth
     readonly property real rowPitch: chart.laneHeight + chart.rowSpacing
     // Time-axis ticks: about every 100 px, at 1, 2 or 5 times a power of ten nanoseconds.
     readonly property real tickStepNs: page.niceStep(chart.nsPerPixel * 100)
