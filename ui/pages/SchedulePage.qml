@@ -81,6 +81,7 @@ Page {
         App.inspector.inspectLatest()
 
     header: ToolBar {
+        implicitWidth: 0  // the page's width comes from the window; the Flow wraps to fit it
         leftPadding: page.margin - Style.rowSpacing
         rightPadding: page.margin
 
@@ -159,20 +160,23 @@ Page {
 
     // The chart takes the height the window gives; in a small window the page scrolls instead of
     // squeezing the chart's rows or clipping the inspector below it.
-    ScrollView {
+    Flickable {
         id: scroll
 
         anchors.fill: parent
-        contentWidth: availableWidth
+        clip: true
+        boundsBehavior: Flickable.StopAtBounds
+        contentWidth: width
         contentHeight: body.height + 2 * Style.itemSpacing
+        ScrollBar.vertical: ScrollBar {}
 
         ColumnLayout {
             id: body
 
             x: page.margin
             y: Style.itemSpacing
-            width: scroll.availableWidth - 2 * page.margin
-            height: Math.max(scroll.availableHeight - 2 * Style.itemSpacing, implicitHeight)
+            width: scroll.width - 2 * page.margin
+            height: Math.max(scroll.height - 2 * Style.itemSpacing, implicitHeight)
             spacing: Style.itemSpacing
 
             Label {
