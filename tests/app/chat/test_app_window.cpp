@@ -117,6 +117,14 @@ class TestAppWindow : public QObject {
       QMetaObject::invokeMethod(findPage("schedulePage"), "zoomToFit");
       QTest::qWait(300);
       save(QStringLiteral("schedule%1.png").arg(suffix));
+      // Nothing on the schedule's toolbar or the inspector's button row is cut off by the window.
+      for (const char* name : {"eventCountLabel", "exportTraceButton", "followSwitch"}) {
+        auto* item = window_->findChild<QQuickItem*>(QString::fromLatin1(name));
+        QVERIFY2(item && item->isVisible(), name);
+        const QPointF corner = item->mapToScene(QPointF(item->width(), 0));
+        QVERIFY2(corner.x() <= size.width(), qPrintable(QStringLiteral("%1 ends at x=%2 in a %3 px window")
+                                                           .arg(QString::fromLatin1(name)).arg(corner.x()).arg(size.width())));
+      }
       showPage(3);
       save(QStringLiteral("settings%1.png").arg(suffix));
       // A branch from the first reply, continued.
