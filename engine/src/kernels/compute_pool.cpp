@@ -94,7 +94,9 @@ void ComputePool::run(int64_t count, const std::function<void(int64_t)>& fn) {
     });
     return;
   }
-  if (inPool || helpers_.empty() || count == 1) {  // nested, alone, or nothing to share
+  // Nested, alone, nothing to share, or another thread's product holds the pool (an in-process
+  // expert node's call, say): computed here, alone — the same result.
+  if (inPool || helpers_.empty() || count == 1 || busy_.exchange(true, std::memory_order_acquire)) {
     for (int64_t i = 0; i < count; ++i) fn(i);
     return;
   }
@@ -116,6 +118,7 @@ void ComputePool::run(int64_t count, const std::function<void(int64_t)>& fn) {
     if ((spins & 63) == 63 && std::chrono::steady_clock::now() - start > kSpin) sched_yield();
   }
   inPool = false;
+  busy_.store(false, std::memory_order_release);
 }
 
 void ComputePool::helperLoop(int index) {

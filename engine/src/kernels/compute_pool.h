@@ -11,9 +11,9 @@
 // busy elsewhere simply takes no part. Results never depend on who computed an item.
 // Helpers spin briefly after each product (the dense part of a layer issues products back to back)
 // and then sleep on a condition variable, so that an idle model leaves the cores to the runtime.
-// Thread-safety: run() may be called from one thread at a time per pool (the model's thread); the
-// calls nest safely (an item that calls run() computes the inner product alone). setThreads() must
-// not race with run(). Cost: a few atomic operations per item; a wake-up (microseconds) when the
+// Thread-safety: run() may be called from any thread; while one caller's product holds the pool,
+// another caller computes its product alone on its own thread (same result), and nested calls (an
+// item that calls run()) compute alone too. setThreads() must not race with run(). Cost: a few atomic operations per item; a wake-up (microseconds) when the
 // helpers sleep.
 #pragma once
 
@@ -62,7 +62,7 @@ class ComputePool {
   std::atomic<int64_t> done_{0};
   const std::function<void(int64_t)>* fn_ = nullptr;  // valid while the job has unfinished items
   std::atomic<uint64_t> helperItems_{0};
-  bool running_ = false;  // the caller's thread only: a nested run() computes alone
+  std::atomic<bool> busy_{false};  // a caller's product holds the helpers
 
   std::mutex sleepMutex_;
   std::condition_variable wake_;

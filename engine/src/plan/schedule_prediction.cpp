@@ -127,7 +127,11 @@ LayerSchedulePrediction predictLayerSchedule(std::span<const TraceEvent> measure
   const double p = profile.expertCompute(1);
   for (const auto& [expert, unused] : computed) compute[static_cast<size_t>(expert)] = p > 0 ? p : 1e-4;
 
-  const sched::Costs costs{profile.smRead, profile.eRead, profile.decompress, profile.recover, shards, workers};
+  // As the runtime prices a layer: with recovery fused into the model's compute (decoding), its
+  // tensors are handed split and none is recovered — then the schedule has no recovery to price.
+  const bool anyRecovery = std::any_of(tensors.begin(), tensors.end(), [](const auto& t) { return t.second.recover; });
+  const sched::Costs costs{profile.smRead, profile.eRead, profile.decompress, anyRecovery ? profile.recover : 0.0,
+                           shards, workers};
   const sched::Schedule schedule = fifoSchedule ? sched::fifoSchedule(specs, costs, ready)
                                                 : sched::buildSchedule(specs, compute, costs, ready);
   const sched::Simulation sim = sched::simulate(specs, compute, costs, schedule);
@@ -135,6 +139,7 @@ LayerSchedulePrediction predictLayerSchedule(std::span<const TraceEvent> measure
   out.tasks = static_cast<int>(specs.size());
   out.readyExperts = static_cast<int>(ready.size());
   for (const sched::SimulatedOp& op : sim.ops) {
+    if (op.op.kind == sched::OpKind::Recover && !anyRecovery) continue;  // split tensors: not recovered
     TraceEvent e;
     e.startNs = layerStart + static_cast<int64_t>(std::llround(op.start * 1e9));
     e.endNs = layerStart + static_cast<int64_t>(std::llround(op.end * 1e9));

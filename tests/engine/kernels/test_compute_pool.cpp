@@ -72,6 +72,26 @@ class TestComputePool : public QObject {
     for (int64_t i = 0; i < count; ++i) QVERIFY(hits[static_cast<size_t>(i)] == 1);
   }
 
+  // Several threads call run() at once (an in-process expert node computes while the model does):
+  // one holds the pool, the others compute alone; every product is still complete and exact.
+  void concurrentCallersEachGetTheirWholeProduct() {
+    ComputePool pool(2);
+    std::vector<std::thread> callers;
+    std::atomic<int> wrong{0};
+    for (int c = 0; c < 4; ++c)
+      callers.emplace_back([&, c] {
+        for (int round = 0; round < 200; ++round) {
+          const int64_t count = 17 + c + round % 5;
+          std::vector<std::atomic<int>> hits(static_cast<size_t>(count));
+          pool.run(count, [&](int64_t i) { hits[static_cast<size_t>(i)].fetch_add(1); });
+          for (auto& h : hits)
+            if (h.load() != 1) wrong.fetch_add(1);
+        }
+      });
+    for (auto& t : callers) t.join();
+    QCOMPARE(wrong.load(), 0);
+  }
+
   void threadCountChangesBetweenRuns() {
     ComputePool pool(1);
     for (int threads : {4, 1, 2, 2, 3}) {
