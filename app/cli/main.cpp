@@ -111,7 +111,7 @@ constexpr const char* kBenchUsage =
     "  planner                time to plan every layer's pool split at several budgets\n"
     "  chat MODEL             time to first token per turn, with and without KV-cache reuse\n"
     "  kernels                memory read bandwidth and the BF16 GEMV kernels' speed\n"
-    "  serve MODEL            load on the HTTP server: throughput, TTFT, inter-token latency, expert loads\n";
+    "  serve MODEL            load on the HTTP server: throughput, TTFT, inter-token latency, expert loads\n"
     "  dist --trace TSV       experts shared by 3 node processes (DanceMoE placement vs baselines)\n";
 
 // `bench report` and `bench compare` read their own arguments; their command lines are checked (and
