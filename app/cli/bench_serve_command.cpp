@@ -81,6 +81,7 @@ std::vector<Config> parseConfigs(const std::string& text, const std::vector<doub
 
 struct RequestResult {
   bool ok = false;
+  bool gotText = false;  // TTFT and ITL are timed on text chunks
   double ttftMs = 0;
   std::vector<double> gapsMs;
   int completionTokens = 0;
@@ -130,6 +131,7 @@ RequestResult streamOne(int port, const std::string& key, const std::string& mod
         if (text.empty()) continue;
         const auto now = Clock::now();
         if (last == Clock::time_point{}) {
+          r.gotText = true;
           r.ttftMs = std::chrono::duration<double, std::milli>(now - start).count();
         } else {
           r.gapsMs.push_back(std::chrono::duration<double, std::milli>(now - last).count());
@@ -213,7 +215,7 @@ json runOne(const std::filesystem::path& store, const EngineOptions& base, const
       if (failures++ == 0) firstError = r.error;
       continue;
     }
-    ttft.push_back(r.ttftMs);
+    if (r.gotText) ttft.push_back(r.ttftMs);
     itl.insert(itl.end(), r.gapsMs.begin(), r.gapsMs.end());
     tokens += static_cast<uint64_t>(r.completionTokens);
   }
@@ -242,7 +244,10 @@ json runOne(const std::filesystem::path& store, const EngineOptions& base, const
             {"peak_used_bytes", counters.peakUsedBytes},
             {"over_budget_steps", counters.overBudgetSteps},
             {"routing", so.routing ? "trace prompt per request: " + options.replayTrace.filename().string() : "the model's router"},
-            {"trace_requests_routed", tracePromptsReplayed}};
+            {"trace_requests_routed", tracePromptsReplayed},
+            // TTFT and ITL are timed on text chunks: a request whose tokens decode to no text (a generated
+            // model's random ids outside its small tokenizer) adds none; 0 above then means not measured.
+            {"requests_with_text", ttft.size()}};
   if (!firstError.empty()) j["first_error"] = firstError;
   return j;
 }
