@@ -59,7 +59,8 @@ const CommandSpec& serveSpec() {
       serveOptionSpecs(), 1, 1,
       "MODEL is an HF directory or a ZipMoE store. With --budget (a store), the budget is the whole memory of\n"
       "serving: the experts, the KV cache (reserved per request for prompt + max_tokens) and the activations;\n"
-      "requests wait for memory instead of exceeding it. docs/SERVER.md lists the OpenAI fields mapped and refused."};
+      "requests wait for memory instead of exceeding it. With --replay-trace TSV (benchmarks), the n-th admitted request\n"
+      "is routed from the trace's prompt n mod its prompts. docs/SERVER.md lists the OpenAI fields mapped and refused."};
   return spec;
 }
 
