@@ -11,6 +11,10 @@
 // p50/p99 (between text chunks: one per token unless the decoder held bytes back), expert loads per
 // forward step (runtime misses / steps), bytes read per generated token, the peak of experts + KV +
 // activations and the steps over budget. Prints a table; --out writes JSON (docs/SERVER.md).
+// With --trace-file TSV (or --workload qwen|deepseek, the traces `zipmoe bench suite` replays) the
+// model's router is replaced per request: the n-th request the scheduler admits replays trace prompt
+// n mod the trace's prompts (RequestTraceRouting), so that requests differ in expert usage the way a
+// real model's prompts do — what CoServe's grouping and the eviction policies act on.
 #include <httplib.h>
 
 #include <algorithm>
@@ -77,6 +81,7 @@ std::vector<Config> parseConfigs(const std::string& text, const std::vector<doub
 
 struct RequestResult {
   bool ok = false;
+  bool gotText = false;  // TTFT and ITL are timed on text chunks
   double ttftMs = 0;
   std::vector<double> gapsMs;
   int completionTokens = 0;
@@ -126,6 +131,7 @@ RequestResult streamOne(int port, const std::string& key, const std::string& mod
         if (text.empty()) continue;
         const auto now = Clock::now();
         if (last == Clock::time_point{}) {
+          r.gotText = true;
           r.ttftMs = std::chrono::duration<double, std::milli>(now - start).count();
         } else {
           r.gapsMs.push_back(std::chrono::duration<double, std::milli>(now - last).count());
@@ -151,6 +157,7 @@ json runOne(const std::filesystem::path& store, const EngineOptions& base, const
   EngineOptions options = base;
   options.runtime->eviction = config.eviction;
   options.onStatus = [](const std::string&) {};
+  options.replayPerRequest = !options.replayTrace.empty();
   auto engine = openEngine(store, options, budget);
   ExpertRuntime& rt = *engine->runtime();
   ServeOptions so;
@@ -160,6 +167,7 @@ json runOne(const std::filesystem::path& store, const EngineOptions& base, const
   so.prefillChunk = 32;
   so.expertFloorShare = config.expertFloor;
   so.memoryBudget = rt.stats().budgetBytes;
+  so.routing = engine->requestRouting();
   ServeScheduler scheduler(engine->model(), engine->tokenizer(), engine->chatTemplate(), &rt, so);
   ServerOptions ho;
   ho.port = 0;
@@ -196,6 +204,7 @@ json runOne(const std::filesystem::path& store, const EngineOptions& base, const
   server.stop();
   scheduler.stop();
   const ServeCounters counters = scheduler.counters();
+  const uint64_t tracePromptsReplayed = engine->requestRouting() ? engine->requestRouting()->requestsSeen() : 0;
 
   std::vector<double> ttft, itl;
   uint64_t tokens = 0;
@@ -206,7 +215,7 @@ json runOne(const std::filesystem::path& store, const EngineOptions& base, const
       if (failures++ == 0) firstError = r.error;
       continue;
     }
-    ttft.push_back(r.ttftMs);
+    if (r.gotText) ttft.push_back(r.ttftMs);
     itl.insert(itl.end(), r.gapsMs.begin(), r.gapsMs.end());
     tokens += static_cast<uint64_t>(r.completionTokens);
   }
@@ -233,7 +242,12 @@ json runOne(const std::filesystem::path& store, const EngineOptions& base, const
             {"aged_admissions", counters.agedAdmissions},
             {"budget_bytes", counters.budgetBytes},
             {"peak_used_bytes", counters.peakUsedBytes},
-            {"over_budget_steps", counters.overBudgetSteps}};
+            {"over_budget_steps", counters.overBudgetSteps},
+            {"routing", so.routing ? "trace prompt per request: " + options.replayTrace.filename().string() : "the model's router"},
+            {"trace_requests_routed", tracePromptsReplayed},
+            // TTFT and ITL are timed on text chunks: a request whose tokens decode to no text (a generated
+            // model's random ids outside its small tokenizer) adds none; 0 above then means not measured.
+            {"requests_with_text", ttft.size()}};
   if (!firstError.empty()) j["first_error"] = firstError;
   return j;
 }
@@ -250,6 +264,8 @@ int runBenchServe(const Args& arguments) {
       {"--max-tokens", "N", "max_tokens of every request (1-4096, default 32)"},
       {"--max-batch", "B", "the scheduler's batch (1-256, default 8)"},
       {"--seed", "S", "the arrival times' seed (default 1)"},
+      {"--trace-file", "TSV", "route each request from its own prompt of this activation trace (request n: prompt n mod prompts)"},
+      {"--workload", "qwen|deepseek", "the same with ../shared/data/traces/qwen1.5-moe.tsv or deepseek-v2-lite.tsv"},
       {"--out", "FILE", "write the results as JSON"},
       {"--dtype", "auto|bf16|fp32", "compute type"},
       {"--threads", "N", "compute threads (0 = every CPU)"}};
@@ -280,6 +296,18 @@ int runBenchServe(const Args& arguments) {
   }
   options.model.threads = line.integer<int>("--threads", 0, 4096, 0);
   const auto budget = parseRuntimeOptions(line, options);
+  if (line.has("--trace-file") + line.has("--workload") + line.has("--replay-trace") > 1)
+    throw Error("give one of --trace-file, --workload and --replay-trace");
+  if (line.has("--trace-prompt"))
+    throw Error("option --trace-prompt: bench serve replays one trace prompt per request; drop --trace-prompt");
+  if (const auto w = line.text("--workload")) {
+    if (*w == "qwen") options.replayTrace = "../shared/data/traces/qwen1.5-moe.tsv";
+    else if (*w == "deepseek") options.replayTrace = "../shared/data/traces/deepseek-v2-lite.tsv";
+    else throw Error("option --workload must be qwen or deepseek, got '" + *w + "'");
+  }
+  if (const auto t = line.text("--trace-file")) options.replayTrace = *t;
+  if (!options.replayTrace.empty() && !std::filesystem::is_regular_file(options.replayTrace))
+    throw Error("the activation trace " + options.replayTrace.string() + " is not a file");
   if (!budget || !options.runtime) throw Error("bench serve needs --budget (a ZipMoE store served through its expert runtime)");
 
   std::string command = "zipmoe bench serve";

@@ -7,6 +7,9 @@
 // sequences, joins every thread and exits 0. The signals are blocked in every thread (the mask is set
 // before the engine starts its threads) and taken by the main thread with sigwait.
 // With --budget, the budget is the whole memory of serving: experts + KV cache + activations.
+// With --replay-trace (benchmarks: `zipmoe bench serve --trace-file`), each request replays its own
+// trace prompt — the n-th admitted request prompt n mod the trace's prompts (RequestTraceRouting) —
+// instead of the model's router; the API never names a prompt.
 #include <signal.h>
 
 #include <cstdio>
@@ -56,7 +59,8 @@ const CommandSpec& serveSpec() {
       serveOptionSpecs(), 1, 1,
       "MODEL is an HF directory or a ZipMoE store. With --budget (a store), the budget is the whole memory of\n"
       "serving: the experts, the KV cache (reserved per request for prompt + max_tokens) and the activations;\n"
-      "requests wait for memory instead of exceeding it. docs/SERVER.md lists the OpenAI fields mapped and refused."};
+      "requests wait for memory instead of exceeding it. With --replay-trace TSV (benchmarks), the n-th admitted request\n"
+      "is routed from the trace's prompt n mod its prompts. docs/SERVER.md lists the OpenAI fields mapped and refused."};
   return spec;
 }
 
@@ -111,6 +115,12 @@ int runServe(const Args& args) {
   }
   options.model.threads = line.integer<int>("--threads", 0, 4096, 0);
   const auto budget = parseRuntimeOptions(line, options);
+  if (!options.replayTrace.empty()) {
+    if (line.has("--trace-prompt"))
+      throw Error("option --trace-prompt: zipmoe serve replays one trace prompt per request (the n-th admitted "
+                  "request replays prompt n mod the trace's prompts); drop --trace-prompt");
+    options.replayPerRequest = true;
+  }
 
   // Every thread started from here on inherits the mask: only sigwait below takes these signals.
   sigset_t signals;
@@ -120,14 +130,19 @@ int runServe(const Args& args) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  const std::filesystem::path replayTrace = options.replayTrace;
   auto engine = openEngine(dir, std::move(options), budget);
   if (budget && engine->runtime()) serve.memoryBudget = engine->runtime()->stats().budgetBytes;
+  serve.routing = engine->requestRouting();
   ServeScheduler scheduler(engine->model(), engine->tokenizer(), engine->chatTemplate(), engine->runtime(), serve);
   OpenAiServer http(scheduler, server);
   const int port = http.start();
   std::printf("zipmoe: listening on http://%s:%d (model '%s', schedule %s, max batch %d%s)\n", server.host.c_str(),
               port, server.modelId.c_str(), schedulePolicyName(serve.policy), serve.maxBatch,
               server.apiKey.empty() ? "" : ", API key required");
+  if (serve.routing)
+    std::fprintf(stderr, "zipmoe: routing replayed from %s, one of its %d prompts per request\n",
+                 replayTrace.filename().string().c_str(), engine->requestRouting()->trace().numPrompts());
   std::fflush(stdout);
 
   int received = 0;

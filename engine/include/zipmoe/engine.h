@@ -24,6 +24,7 @@
 #include "zipmoe/cost_profile.h"
 #include "zipmoe/expert_runtime.h"
 #include "zipmoe/model.h"
+#include "zipmoe/request_routing.h"
 #include "zipmoe/tokenizer.h"
 
 namespace zipmoe {
@@ -36,6 +37,9 @@ struct EngineOptions {
   std::filesystem::path replayTrace;      // ../shared/data/traces/*.tsv; empty = the model's router
   int replayPrompt = 0;
   uint64_t replaySeed = 1;
+  // With replayTrace: each served request replays its own prompt (RequestTraceRouting, for the
+  // serving scheduler: ServeOptions::routing = requestRouting()) instead of every token replayPrompt.
+  bool replayPerRequest = false;
   std::function<void(const std::string&)> onStatus;  // "measuring cost profile…" etc.
   // Wraps the routed-expert provider before the model loads (e.g. DistributedExperts, which has some
   // experts computed on other machines). Given the local provider — the runtime, or null when every
@@ -61,7 +65,8 @@ class Engine {
   ExpertRuntime* runtime() { return runtime_.get(); }  // null when all experts are resident
   // The same, shareable with threads that read stats or move the budget (the app's GUI thread).
   std::shared_ptr<ExpertRuntime> sharedRuntime() const { return runtime_; }
-  TraceRouting* traceRouting() { return traceRouting_.get(); }
+  TraceRouting* traceRouting() { return traceRouting_.get(); }  // null with replayPerRequest
+  std::shared_ptr<RequestTraceRouting> requestRouting() const { return requestRouting_; }
   const CostProfile& profile() const { return profile_; }
   std::shared_ptr<const Store> store() const { return store_; }
   double loadSeconds() const { return loadSeconds_; }
@@ -77,6 +82,7 @@ class Engine {
   std::shared_ptr<const Store> store_;
   std::shared_ptr<ExpertRuntime> runtime_;
   std::shared_ptr<TraceRouting> traceRouting_;
+  std::shared_ptr<RequestTraceRouting> requestRouting_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::optional<ChatTemplate> chatTemplate_;
   std::unique_ptr<MoeModel> model_;

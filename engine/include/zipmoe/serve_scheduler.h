@@ -45,6 +45,7 @@
 #include "zipmoe/expert_runtime.h"
 #include "zipmoe/model.h"
 #include "zipmoe/openai_request.h"
+#include "zipmoe/request_routing.h"
 #include "zipmoe/tokenizer.h"
 
 namespace zipmoe {
@@ -136,6 +137,10 @@ struct ServeOptions {
   uint64_t memoryBudget = 0; // bytes for experts + KV + activations; 0 = not accounted
   double expertFloorShare = 0.5;
   RequestLimits limits;      // defaultMaxTokens for requests without max_tokens
+  // Benchmarks: the model's routing override when it routes each request on its own (the same
+  // object as the model's ModelOptions::routing): told before each forward which request each step
+  // belongs to, and when a request ends. Null: the model routes as it was loaded to.
+  std::shared_ptr<RequestRouting> routing;
   // On the engine thread after each forward (tests assert the budget here; benchmarks count).
   std::function<void(const StepReport&)> onStep;
 };

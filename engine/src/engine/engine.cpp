@@ -99,10 +99,16 @@ std::unique_ptr<Engine> Engine::open(const std::filesystem::path& dir, const Eng
     const nlohmann::json json = store ? *store->manifest().config
                                       : nlohmann::json::parse(io::readTextFile(dir / "config.json"), nullptr, false);
     const ModelConfig config = parseModelConfig(json, (dir / "config.json").string());
-    e->traceRouting_ = std::make_shared<TraceRouting>(trace, config.numMoeLayers(), config.numExperts,
-                                                      config.numExpertsPerTok, options.replaySeed);
-    e->traceRouting_->setPrompt(options.replayPrompt);
-    modelOptions.routing = e->traceRouting_;
+    if (options.replayPerRequest) {
+      e->requestRouting_ = std::make_shared<RequestTraceRouting>(trace, config.numMoeLayers(), config.numExperts,
+                                                                 config.numExpertsPerTok, options.replaySeed);
+      modelOptions.routing = e->requestRouting_;
+    } else {
+      e->traceRouting_ = std::make_shared<TraceRouting>(trace, config.numMoeLayers(), config.numExperts,
+                                                        config.numExpertsPerTok, options.replaySeed);
+      e->traceRouting_->setPrompt(options.replayPrompt);
+      modelOptions.routing = e->traceRouting_;
+    }
   }
   if (options.wrapExperts) modelOptions.experts = options.wrapExperts(modelOptions.experts, dir);
   e->model_ = MoeModel::load(dir, modelOptions);

@@ -364,6 +364,7 @@ struct ServeScheduler::Engine {
     Live& r = **it;
     r.ticket->finish(r.info);
     ++counters.completed;
+    if (options.routing) options.routing->release(r.ticket->id());
     if (options.cachedSequences > 0) {
       cached.push_back({r.seq, std::move(r.seqTokens), r.capacity, std::move(r.usage), step});
       while (static_cast<int>(cached.size()) > options.cachedSequences) {
@@ -382,6 +383,7 @@ struct ServeScheduler::Engine {
     for (auto it = live.begin(); it != live.end();) {
       if ((*it)->ticket->cancelled()) {
         releaseSequence((*it)->seq, (*it)->capacity);
+        if (options.routing) options.routing->release((*it)->ticket->id());
         (*it)->ticket->fail(ApiError(499, "invalid_request_error", "The client closed the request.", {}, "cancelled"));
         ++counters.cancelled;
         it = live.erase(it);
@@ -429,6 +431,11 @@ struct ServeScheduler::Engine {
     }
     if (steps.empty()) return;
 
+    if (options.routing) {
+      std::vector<RequestRouting::Segment> segments;
+      for (const Live* m : members) segments.push_back({m->ticket->id(), m->chunk});
+      options.routing->setSegments(std::move(segments));
+    }
     std::vector<std::vector<float>> logits;
     try {
       logits = model.forward(steps);
@@ -442,6 +449,7 @@ struct ServeScheduler::Engine {
       for (auto it = live.begin(); it != live.end();)
         if ((*it)->next == -2) {
           releaseSequence((*it)->seq, (*it)->capacity);
+          if (options.routing) options.routing->release((*it)->ticket->id());
           it = live.erase(it);
         } else {
           ++it;

@@ -12,6 +12,7 @@
 #include <QtTest>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -238,6 +239,56 @@ class TestServeHttp : public QObject {
     const json h = health();
     QCOMPARE(h["running"].get<int>(), 0);
     QCOMPARE(h["live_sequences"].get<int>(), h["cached_sequences"].get<int>());
+  }
+
+  // bench serve's trace workloads over the real server: --replay-trace routes each request from its
+  // own trace prompt (the routing itself is checked in test_serve_scheduler); --trace-prompt, which
+  // would pin one prompt for every request, is refused naming the option.
+  void traceRoutedServer() {
+    zipmoe::testing::TempDir dir;
+    const auto trace = dir / "two-prompts.tsv";
+    {
+      std::ofstream f(trace);
+      f << "# expert-activation trace: model=test top_k=2 experts=8 layers=1; prompt 0 uses experts 0-3, prompt 1 4-7\n"
+        << "prompt\tlayer\te0\te1\te2\te3\te4\te5\te6\te7\n"
+        << "0\t0\t5\t5\t5\t5\t0\t0\t0\t0\n"
+        << "1\t0\t0\t0\t0\t0\t5\t5\t5\t5\n";
+    }
+    const QString model = QString::fromStdString(demoModel().string());
+    const QString tracePath = QString::fromStdString(trace.string());
+    {
+      QProcess refused;
+      refused.start(ZIPMOE_CLI_PATH, {"serve", model, "--port", "0", "--replay-trace", tracePath, "--trace-prompt", "1"});
+      QVERIFY(refused.waitForFinished(-1));
+      QVERIFY(refused.exitCode() != 0);
+      QVERIFY2(refused.readAllStandardError().contains("--trace-prompt"), "the refusal names --trace-prompt");
+    }
+    QProcess traced;
+    traced.setProcessChannelMode(QProcess::SeparateChannels);
+    traced.start(ZIPMOE_CLI_PATH, {"serve", model, "--port", "0", "--dtype", "fp32", "--replay-trace", tracePath});
+    QVERIFY(traced.waitForStarted(-1));
+    QByteArray out;
+    while (!out.contains('\n')) {
+      QVERIFY2(traced.state() == QProcess::Running, traced.readAllStandardError().constData());
+      traced.waitForReadyRead(1000);
+      out += traced.readAllStandardOutput();
+    }
+    const qsizetype colon = out.lastIndexOf(':', out.indexOf(" (model"));
+    const int port = out.mid(colon + 1, out.indexOf(' ', colon) - colon - 1).toInt();
+    QVERIFY2(port > 0, out.constData());
+    for (const char* user : {"ROMEO:", "JULIET:"}) {
+      const json body = chatBody(user, 6, false);
+      const Reply r = curl({"-H", "Content-Type: application/json", "--data-binary", QString::fromStdString(body.dump()),
+                            QString("http://127.0.0.1:%1/v1/chat/completions").arg(port)});
+      QVERIFY2(r.code == 200, r.body.c_str());
+      QVERIFY(json::parse(r.body)["usage"]["completion_tokens"].get<int>() > 0);
+    }
+    traced.terminate();
+    QVERIFY(traced.waitForFinished(-1));
+    const QByteArray err = traced.readAllStandardError();
+    QVERIFY2(traced.exitCode() == 0, err.constData());
+    QVERIFY2(err.contains("routing replayed from two-prompts.tsv, one of its 2 prompts per request"), err.constData());
+    QVERIFY2(err.contains("served 2 requests (0 cancelled, 0 failed)"), err.constData());
   }
 
   void sigtermShutsDownCleanly() {

@@ -12,6 +12,9 @@
 #include <QtTest>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -289,6 +292,78 @@ class TestServeScheduler : public QObject {
     QCOMPARE(kvOverReserved, 0);
     QVERIFY2(waitedForMemory > 0, "six requests with room for three: some must have waited");
     QVERIFY2(lowestExperts < highestExperts, "the expert budget never moved with the KV cache");
+  }
+
+  // bench serve's trace workloads: with per-request trace routing (RequestTraceRouting) every request
+  // of a batched forward draws the experts of its own trace prompt — the n-th admitted request prompt
+  // n mod the trace's prompts. The trace's two prompts use disjoint experts (0-3 and 4-7), so the
+  // model's per-forward routing record shows whose experts each token got.
+  void eachRequestReplaysItsOwnTracePrompt() {
+    const auto tracePath = dir_ / "two-prompts.tsv";
+    {
+      std::ofstream f(tracePath);
+      f << "# expert-activation trace: model=test top_k=2 experts=8 layers=1; prompt 0 uses experts 0-3, prompt 1 4-7\n";
+      f << "prompt\tlayer\te0\te1\te2\te3\te4\te5\te6\te7\n";
+      f << "0\t0\t5\t5\t5\t5\t0\t0\t0\t0\n";
+      f << "1\t0\t0\t0\t0\t0\t5\t5\t5\t5\n";
+    }
+    EngineOptions eo;
+    eo.model.dtype = ComputeDtype::Float32;
+    eo.replayTrace = tracePath;
+    eo.replayPerRequest = true;
+    auto engine = Engine::open(demoModel(), eo);
+    QVERIFY(engine->requestRouting() != nullptr);
+    QVERIFY(engine->traceRouting() == nullptr);
+
+    ServeOptions o;
+    o.maxBatch = 4;
+    o.prefillChunk = 3;  // prompts in several chunks, beside other requests' decode steps
+    o.maxStepTokens = 12;
+    o.cachedSequences = 0;
+    o.routing = engine->requestRouting();
+    std::map<uint64_t, int> promptOf;  // request → the prompt it must replay (order of first appearance)
+    std::map<uint64_t, int64_t> routedTokens;
+    int mixedForwards = 0, wrong = 0;
+    QString firstWrong;
+    const MoeModel& model = engine->model();
+    o.onStep = [&](const StepReport&) {
+      const auto& segments = engine->requestRouting()->segments();
+      const auto& routing = model.lastForwardRouting();
+      std::set<int> prompts;
+      size_t offset = 0;
+      for (const auto& s : segments) {
+        if (!promptOf.count(s.request)) {
+          const int n = static_cast<int>(promptOf.size());
+          promptOf[s.request] = n % 2;
+        }
+        const int prompt = promptOf[s.request];
+        prompts.insert(prompt);
+        routedTokens[s.request] += s.tokens;
+        const size_t end = offset + static_cast<size_t>(s.tokens) * 2;
+        for (const auto& layer : routing) {
+          if (layer.size() < end && wrong++ == 0) firstWrong = "the routing record is shorter than the forward";
+          for (size_t i = offset; i < end && i < layer.size(); ++i)
+            if ((layer[i] < 4 ? 0 : 1) != prompt && wrong++ == 0)
+              firstWrong = QString("request %1 (prompt %2) got expert %3").arg(s.request).arg(prompt).arg(layer[i]);
+        }
+        offset = end;
+      }
+      if (prompts.size() == 2) ++mixedForwards;
+    };
+    ServeScheduler scheduler(engine->model(), engine->tokenizer(), engine->chatTemplate(), nullptr, o);
+    std::vector<std::shared_ptr<RequestTicket>> tickets;
+    for (size_t i = 0; i < 4; ++i) tickets.push_back(scheduler.submit(completion(kPrompts[i], 8)));
+    for (auto& t : tickets) {
+      const Outcome out = drain(*t);
+      QVERIFY2(out.finished, qPrintable(QString("failed with %1").arg(out.status)));
+      QVERIFY(routedTokens[t->id()] >= out.info.promptTokens);
+    }
+    scheduler.stop();
+
+    QCOMPARE(static_cast<int>(promptOf.size()), 4);
+    QCOMPARE(engine->requestRouting()->requestsSeen(), uint64_t{4});
+    QVERIFY2(wrong == 0, qPrintable(firstWrong));
+    QVERIFY2(mixedForwards > 0, "no forward held requests of both prompts");
   }
 };
 

@@ -15,6 +15,7 @@
 #include "zipmoe/activation_trace.h"
 #include "zipmoe/error.h"
 #include "zipmoe/model.h"
+#include "zipmoe/request_routing.h"
 #include "zipmoe/synthetic_model.h"
 
 using namespace zipmoe;
@@ -278,6 +279,54 @@ class TestTraceRouting : public QObject {
     QVERIFY(calls1 == calls2);
     QVERIFY(!sameBits(first, third));
     QVERIFY(calls1 != calls3);
+  }
+
+  // RequestTraceRouting (serving): the n-th request seen replays prompt n mod prompts with seed + n,
+  // each request's share of a batched forward is exactly what its own TraceRouting draws alone, a
+  // forward whose tokens differ from the announced segments is refused, and release forgets.
+  void perRequestRoutingSplitsTheForward() {
+    testing::TempDir tmp;
+    const auto trace = ActivationTrace::load(writeTrace(tmp, 8, 2));
+    RequestTraceRouting routing(trace, 2, 8, 2, 40);
+    std::vector<std::unique_ptr<TraceRouting>> alone;
+    for (int n = 0; n < 3; ++n) {
+      alone.push_back(std::make_unique<TraceRouting>(trace, 2, 8, 2, 40 + static_cast<uint64_t>(n)));
+      alone.back()->setPrompt(n % 2);
+    }
+    const std::vector<std::vector<RequestRouting::Segment>> forwards = {
+        {{70, 5}, {71, 3}}, {{71, 1}, {70, 1}, {72, 4}}, {{72, 1}, {70, 1}}};
+    const std::map<uint64_t, int> ordinal = {{70, 0}, {71, 1}, {72, 2}};
+    for (const auto& segments : forwards) {
+      routing.setSegments(segments);
+      int64_t tokens = 0;
+      for (const auto& s : segments) tokens += s.tokens;
+      for (int layer = 0; layer < 2; ++layer) {
+        std::vector<int64_t> out(static_cast<size_t>(tokens * 2));
+        routing.choose(layer, tokens, 2, out);
+        size_t offset = 0;
+        for (const auto& s : segments) {
+          std::vector<int64_t> expected(static_cast<size_t>(s.tokens * 2));
+          alone[static_cast<size_t>(ordinal.at(s.request))]->choose(layer, s.tokens, 2, expected);
+          QVERIFY(std::equal(expected.begin(), expected.end(), out.begin() + static_cast<std::ptrdiff_t>(offset)));
+          offset += expected.size();
+        }
+      }
+    }
+    QCOMPARE(routing.promptOf(70), 0);
+    QCOMPARE(routing.promptOf(71), 1);
+    QCOMPARE(routing.promptOf(72), 0);
+    QCOMPARE(routing.requestsSeen(), uint64_t{3});
+    routing.release(71);
+    QCOMPARE(routing.promptOf(71), -1);
+
+    routing.setSegments({{70, 2}});
+    std::vector<int64_t> out(6);
+    try {
+      routing.choose(0, 3, 2, out);
+      QFAIL("a forward of 3 tokens after segments of 2 was accepted");
+    } catch (const Error& e) {
+      QVERIFY2(std::string(e.what()).find("announced 2 tokens") != std::string::npos, e.what());
+    }
   }
 
   void badOverrideIsReported_data() {

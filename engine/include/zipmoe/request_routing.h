@@ -1,0 +1,73 @@
+// RequestRouting — a RoutingOverride that routes each served request on its own, and
+// RequestTraceRouting, which replays one activation-trace prompt per request (serving benchmarks).
+//
+// A forward of the serving scheduler (zipmoe/serve_scheduler.h) holds the tokens of several requests
+// in step order. Before each forward the scheduler calls setSegments() with the request of each step
+// and its token count; choose() then hands every request its own share of the forward's tokens. When
+// a request ends the scheduler calls release(). A model loaded with such an override and served
+// without a scheduler that tells it the segments throws from choose() (the tokens do not add up).
+//
+// RequestTraceRouting gives the n-th request it sees (in the order of first appearance in
+// setSegments: the scheduler's admission order) trace prompt n mod the trace's prompts, replayed by
+// its own TraceRouting (zipmoe/activation_trace.h) seeded with seed + n: each request draws the
+// experts of its own prompt, with the skew and per-prompt variation of a real model, so that
+// schedules which group requests by expert usage (CoServe) see real differences between requests.
+// It is a benchmark instrument: `zipmoe serve --replay-trace TSV --per-request` installs it; the
+// OpenAI request path never names a prompt.
+// Thread-safety: used only by the thread that drives the model (the scheduler's engine thread).
+// Cost: choose() is TraceRouting's per token; setSegments O(steps); one TraceRouting per live request.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "zipmoe/activation_trace.h"
+#include "zipmoe/routing_override.h"
+
+namespace zipmoe {
+
+class RequestRouting : public RoutingOverride {
+ public:
+  struct Segment {
+    uint64_t request = 0;  // the scheduler's request id (RequestTicket::id)
+    int64_t tokens = 0;    // that request's tokens in the forward
+  };
+  // The requests of the next forward, in step order.
+  virtual void setSegments(std::vector<Segment> segments) = 0;
+  // The request is over; its routing state may go.
+  virtual void release(uint64_t request) = 0;
+};
+
+class RequestTraceRouting : public RequestRouting {
+ public:
+  // `moeLayers`, `experts` and `k` are the model's. Throws zipmoe::Error as TraceRouting's
+  // constructor does, or when the trace has no prompt.
+  RequestTraceRouting(std::shared_ptr<const ActivationTrace> trace, int moeLayers, int experts, int k, uint64_t seed);
+
+  void setSegments(std::vector<Segment> segments) override;
+  void release(uint64_t request) override;
+  // Throws zipmoe::Error when the segments' tokens differ from `tokens`.
+  void choose(int moeLayer, int64_t tokens, int k, std::span<int64_t> out) override;
+  bool peek(int moeLayer, int64_t tokens, int k, std::span<int64_t> out) override;
+
+  // The trace prompt the request replays; -1 for a request not seen (or released).
+  int promptOf(uint64_t request) const;
+  // The segments of the current (last) forward.
+  const std::vector<Segment>& segments() const { return segments_; }
+  const ActivationTrace& trace() const { return *trace_; }
+  uint64_t requestsSeen() const { return seen_; }
+
+ private:
+  TraceRouting& routerOf(uint64_t request);
+  std::shared_ptr<const ActivationTrace> trace_;
+  int moeLayers_, experts_, k_;
+  uint64_t seed_;
+  uint64_t seen_ = 0;
+  std::map<uint64_t, std::unique_ptr<TraceRouting>> routers_;
+  std::vector<Segment> segments_;
+};
+
+}  // namespace zipmoe
