@@ -65,7 +65,8 @@ class StoreReaderExperts : public ExpertProvider {
     size_t next_ = 0;
     std::optional<ReadyExpert> next() override {
       if (next_ >= experts.size()) return std::nullopt;
-      ReadyExpert r{experts[next_].id, {}};
+      ReadyExpert r;
+      r.expert = experts[next_].id;
       for (const auto& t : *experts[next_].tensors) r.tensors.push_back(t.data());
       ++next_;
       return r;

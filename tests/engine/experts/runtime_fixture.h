@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <set>
 
@@ -102,7 +103,7 @@ inline int runStream(Fixture& f, ExpertRuntime& rt, const Stream& stream, std::f
                                          static_cast<size_t>(ready->expert)) * static_cast<size_t>(m.numKinds()) +
                                         static_cast<size_t>(k)];
           const uint16_t* words = ready->tensors[static_cast<size_t>(k)];
-          std::vector<uint16_t> merged;
+          std::unique_ptr<uint16_t[]> merged;
           if (!words) {  // split: only where the request accepted it, and then both planes
             const bool accepted = std::any_of(reqs.begin(), reqs.end(), [&](const ExpertRequest& r) {
               return r.expert == ready->expert && r.acceptsSplit;
@@ -110,10 +111,10 @@ inline int runStream(Fixture& f, ExpertRuntime& rt, const Stream& stream, std::f
             if (!accepted || ready->exponents.size() <= static_cast<size_t>(k) ||
                 !ready->exponents[static_cast<size_t>(k)] || !ready->signMantissa[static_cast<size_t>(k)])
               qFatal("layer %d expert %d tensor %d: no BF16 words and no split planes it may have", l, ready->expert, k);
-            merged.resize(ref.size());
+            merged.reset(new uint16_t[ref.size()]);
             bf16::merge(ready->exponents[static_cast<size_t>(k)], ready->signMantissa[static_cast<size_t>(k)],
-                        ref.size(), merged.data());
-            words = merged.data();
+                        ref.size(), merged.get());
+            words = merged.get();
           }
           if (std::memcmp(ref.data(), words, ref.size() * 2) != 0)
             qFatal("layer %d expert %d tensor %d differs from the store", l, ready->expert, k);
