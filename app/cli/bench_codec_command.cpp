@@ -1,8 +1,8 @@
 // `zipmoe bench codec STORE`: every exponent codec on the same sample of a store's expert tensors,
 // cut into the store's K shards: size as % of BF16 (E + SM), exponent bits per weight next to the
 // sample's measured entropy, single-thread encode and decode speed, and BF16 split/merge speed per
-// SIMD level. The Huffman codecs are decoded once per decoder level this CPU supports (rows
-// "huffman8@scalar", "huffman8@bmi2"; the level without a suffix in `--codecs` is the default, the
+// SIMD level. The Huffman and nibble codecs are decoded once per decoder level this CPU supports (rows
+// "huffman8@scalar", "huffman8@bmi2", "nibble@avx2"; the level without a suffix in `--codecs` is the default, the
 // widest). Every decode is checked bit-exact against the original exponents.
 //
 // Decode speed is measured twice: "to memory" decodes the whole sample into one array (tens of MB, so
@@ -16,7 +16,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -126,8 +128,17 @@ int runBenchCodec(const Args& arguments) {
   std::printf("%-16s %10s %10s %9s %12s %16s %16s\n", "codec", "size/BF16", "E bits/w", "entropy", "encode MB/s",
               "decode G exp/s", "in cache G exp/s");
   for (const auto& spec : specs) {
-    const bool huffman = spec.id == CodecId::Huffman || spec.id == CodecId::Huffman8;
-    const auto levels = huffman ? supportedHuffmanDecodeLevels() : std::vector<HuffmanDecodeLevel>{bestHuffmanDecodeLevel()};
+    // One row per decoder level for the codecs that have levels, named "codec@level".
+    std::vector<std::pair<std::string, std::unique_ptr<ExponentCodec>>> decoders;
+    if (spec.id == CodecId::Huffman || spec.id == CodecId::Huffman8) {
+      for (const auto level : supportedHuffmanDecodeLevels())
+        decoders.emplace_back(describe(spec) + "@" + huffmanDecodeLevelName(level), makeCodec(spec, level));
+    } else if (spec.id == CodecId::Nibble) {
+      for (const auto level : supportedNibbleDecodeLevels())
+        decoders.emplace_back(describe(spec) + "@" + nibbleDecodeLevelName(level), makeNibbleCodec(level));
+    } else {
+      decoders.emplace_back(describe(spec), makeCodec(spec));
+    }
     const auto encoder = makeCodec(spec);
     std::vector<std::vector<uint8_t>> packed(shards.size());
     uint64_t compressed = 0;
@@ -138,14 +149,12 @@ int runBenchCodec(const Args& arguments) {
       compressed += packed[s].size();
     }
     const double encodeSecs = std::chrono::duration<double>(Clock::now() - t0).count();
-    for (const auto level : levels) {
-      const auto codec = makeCodec(spec, level);
+    for (const auto& [name, codec] : decoders) {
       std::fill(decoded.begin(), decoded.end(), uint8_t{0});
       const double decodeSecs = bestSeconds(repeats, [&] {
         for (size_t s = 0; s < shards.size(); ++s)
           codec->decompress(packed[s].data(), packed[s].size(), decoded.data() + shards[s].begin, shards[s].size);
       });
-      const std::string name = describe(spec) + (huffman ? std::string("@") + huffmanDecodeLevelName(level) : "");
       if (std::memcmp(decoded.data(), exps.data(), n) != 0)
         throw Error("bench: codec " + name + " did not round-trip the sample bit-exactly");
       const double cachedSecs = bestSeconds(repeats, [&] {

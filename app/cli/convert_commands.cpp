@@ -14,7 +14,7 @@ int runConvert(const Args& arguments) {
   static const CommandSpec spec{
       "zipmoe convert HF_DIR OUT_DIR [OPTIONS]",
       "Converts an HF checkpoint (safetensors) to a ZipMoE store: expert exponents compressed in K shards.",
-      {{"--codec", "C", "exponent codec: huffman8 (default), huffman, zstd[:LEVEL], lz4[:ACCEL], lz4hc[:LEVEL], raw"},
+      {{"--codec", "C", "exponent codec: huffman8 (default), huffman, nibble, zstd[:LEVEL], lz4[:ACCEL], lz4hc[:LEVEL], raw"},
        {"--level", "N", "the codec's level (its range depends on the codec)"},
        {"--shards", "K", "exponent shards per expert tensor (1-64)"}},
       2, 2, ""};

@@ -33,7 +33,7 @@ struct CodecNameEntry {
   int defaultLevel;
 };
 constexpr CodecNameEntry kCodecNames[] = {
-    {CodecId::Huffman8, "huffman8", 0}, {CodecId::Huffman, "huffman", 0}, {CodecId::Lz4, "lz4", 1}, {CodecId::Lz4Hc, "lz4hc", 9},
+    {CodecId::Huffman8, "huffman8", 0}, {CodecId::Huffman, "huffman", 0}, {CodecId::Nibble, "nibble", 0}, {CodecId::Lz4, "lz4", 1}, {CodecId::Lz4Hc, "lz4hc", 9},
     {CodecId::Zstd, "zstd", 3},       {CodecId::Raw, "raw", 0},
 };
 
@@ -64,7 +64,7 @@ std::string codecName(CodecId id) {
 
 std::string describe(const CodecSpec& spec) {
   const int level = effectiveLevel(spec);
-  if (spec.id == CodecId::Huffman || spec.id == CodecId::Huffman8 || spec.id == CodecId::Raw)
+  if (spec.id == CodecId::Huffman || spec.id == CodecId::Huffman8 || spec.id == CodecId::Nibble || spec.id == CodecId::Raw)
     return codecName(spec.id);
   return codecName(spec.id) + ":" + std::to_string(level);
 }
@@ -105,6 +105,9 @@ std::unique_ptr<ExponentCodec> makeCodec(const CodecSpec& spec, HuffmanDecodeLev
     case CodecId::Huffman8:
       if (spec.level != 0) throw badLevel("huffman8 takes no level");
       return detail::makeHuffmanCodec(8, decodeLevel);
+    case CodecId::Nibble:
+      if (spec.level != 0) throw badLevel("nibble takes no level");
+      return detail::makeNibbleCodec(bestNibbleDecodeLevel());
     case CodecId::Lz4:
       if (level < 1 || level > 65537) throw badLevel("acceleration 1..65537");
       return detail::makeLz4Codec(level);
@@ -119,7 +122,7 @@ std::unique_ptr<ExponentCodec> makeCodec(const CodecSpec& spec, HuffmanDecodeLev
 }
 
 std::vector<CodecSpec> benchmarkCodecSpecs() {
-  return {{CodecId::Huffman8, 0}, {CodecId::Huffman, 0}, {CodecId::Zstd, 1}, {CodecId::Zstd, 3},   {CodecId::Zstd, 19},
+  return {{CodecId::Huffman8, 0}, {CodecId::Huffman, 0}, {CodecId::Nibble, 0}, {CodecId::Zstd, 1}, {CodecId::Zstd, 3},   {CodecId::Zstd, 19},
           {CodecId::Lz4, 1},     {CodecId::Lz4Hc, 9}, {CodecId::Lz4Hc, 12}};
 }
 
