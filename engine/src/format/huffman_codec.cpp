@@ -51,6 +51,7 @@
 #include <string>
 #include <vector>
 
+#include "format/chunk_coding.h"
 #include "format/codecs.h"
 #include "format/huffman_code_lengths.h"
 #include "zipmoe/error.h"
@@ -65,9 +66,8 @@ constexpr size_t kTableSize = size_t{1} << kMaxBits;
 constexpr uint64_t kTableMask = kTableSize - 1;
 constexpr uint64_t kMaxPerEntry = 6;
 constexpr uint64_t kSymbolMask = (uint64_t{1} << 48) - 1;
-constexpr size_t kMaxVarint = 10;
 
-enum Mode : uint8_t { kModeRaw = 0, kModeRun = 1, kModeHuffman = 2 };
+constexpr uint8_t kModeHuffman = 2;
 
 inline uint64_t load64(const uint8_t* p) {
   uint64_t v;
@@ -76,42 +76,7 @@ inline uint64_t load64(const uint8_t* p) {
 }
 inline void store64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, sizeof v); }
 
-size_t varintSize(uint64_t v) {
-  size_t size = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++size;
-  }
-  return size;
-}
-
-size_t putVarint(uint8_t* p, uint64_t v) {
-  size_t i = 0;
-  while (v >= 0x80) {
-    p[i++] = static_cast<uint8_t>(v | 0x80);
-    v >>= 7;
-  }
-  p[i++] = static_cast<uint8_t>(v);
-  return i;
-}
-
-[[noreturn]] void fail(const std::string& what) { throw Error("huffman chunk: " + what); }
-
-uint64_t getVarint(const uint8_t* src, size_t srcSize, size_t& offset, const char* field) {
-  uint64_t value = 0;
-  for (size_t i = 0; i < kMaxVarint; ++i) {
-    if (offset >= srcSize)
-      fail(std::string(field) + " truncated at byte " + std::to_string(offset) + " of " +
-           std::to_string(srcSize));
-    const uint64_t byte = src[offset++];
-    const unsigned shift = static_cast<unsigned>(7 * i);
-    if (i == kMaxVarint - 1 && byte > 1)
-      fail(std::string(field) + " varint overflows 64 bits at byte " + std::to_string(offset - 1));
-    value |= (byte & 0x7F) << shift;
-    if ((byte & 0x80) == 0) return value;
-  }
-  fail(std::string(field) + " varint longer than 10 bytes at byte " + std::to_string(offset));
-}
+[[noreturn]] void fail(const std::string& what) { failChunk("huffman", what); }
 
 // Output range [begin, end) of stream i of `streams` for n symbols.
 struct Quarter {
@@ -339,12 +304,7 @@ class HuffmanCodec final : public ExponentCodec {
       throw Error("huffman compress: destination holds " + std::to_string(dstCapacity) + " bytes, " +
                   std::to_string(maxCompressedSize(n)) + " needed for " + std::to_string(n) + " symbols");
     const size_t nBytes = varintSize(n);
-    auto writeRaw = [&] {
-      dst[0] = kModeRaw;
-      putVarint(dst + 1, n);
-      if (n != 0) std::memcpy(dst + 1 + nBytes, src, n);
-      return 1 + nBytes + n;
-    };
+    auto writeRaw = [&] { return writeRawChunk(src, n, dst); };
     if (n == 0) return writeRaw();
 
     std::array<std::array<uint64_t, 256>, kMaxStreams> hist{};
@@ -362,12 +322,7 @@ class HuffmanCodec final : public ExponentCodec {
         maxSym = s;
       }
     }
-    if (present == 1) {
-      dst[0] = kModeRun;
-      putVarint(dst + 1, n);
-      dst[1 + nBytes] = src[0];
-      return 2 + nBytes;
-    }
+    if (present == 1) return writeRunChunk(src[0], n, dst);
 
     std::array<uint8_t, 256> lengths;
     huffmanCodeLengths(total.data(), kMaxBits, lengths.data());
@@ -411,28 +366,8 @@ class HuffmanCodec final : public ExponentCodec {
   }
 
   void decompress(const uint8_t* src, size_t srcSize, uint8_t* dst, size_t n) const override {
-    if (srcSize == 0) fail("empty (expected a mode byte and a symbol count)");
-    size_t off = 1;
-    const uint8_t mode = src[0];
-    if (mode > kModeHuffman)
-      fail("unknown mode " + std::to_string(mode) + " (expected 0 raw, 1 run, 2 huffman)");
-    const uint64_t count = getVarint(src, srcSize, off, "symbol count");
-    if (count != n)
-      fail("encodes " + std::to_string(count) + " symbols but " + std::to_string(n) + " were requested");
-    const size_t left = srcSize - off;
-    if (mode == kModeRaw) {
-      if (left != n)
-        fail("raw mode holds " + std::to_string(left) + " bytes after its header, expected " +
-             std::to_string(n));
-      if (n != 0) std::memcpy(dst, src + off, n);
-      return;
-    }
-    if (mode == kModeRun) {
-      if (n == 0) fail("run mode with 0 symbols");
-      if (left != 1) fail("run mode holds " + std::to_string(left) + " bytes after its header, expected 1");
-      std::memset(dst, src[off], n);
-      return;
-    }
+    size_t off = 0;
+    if (decodeRawOrRun("huffman", src, srcSize, dst, n, off)) return;
     decodeHuffman(src, srcSize, off, dst, n);
   }
 
@@ -488,7 +423,7 @@ class HuffmanCodec final : public ExponentCodec {
     const auto streams = static_cast<size_t>(streams_);
     std::array<size_t, kMaxStreams> sizes{};
     for (size_t i = 0; i + 1 < streams; ++i) {
-      const uint64_t s = getVarint(src, srcSize, off, "stream size");
+      const uint64_t s = getVarint("huffman", src, srcSize, off, "stream size");
       if (s > srcSize - off)
         fail("stream sizes exceed the chunk (" + std::to_string(s) + " bytes for stream " +
              std::to_string(i) + ", at most " + std::to_string(srcSize - off) + " available)");
@@ -499,7 +434,10 @@ class HuffmanCodec final : public ExponentCodec {
       used += sizes[i];
       if (used > srcSize - off) {
         std::string list;
-        for (size_t j = 0; j + 1 < streams; ++j) list += (j == 0 ? "" : "+") + std::to_string(sizes[j]);
+        for (size_t j = 0; j + 1 < streams; ++j) {
+          if (j != 0) list += '+';
+          list += std::to_string(sizes[j]);
+        }
         fail("stream sizes " + list + " exceed the " + std::to_string(srcSize - off) + " bytes after the header");
       }
     }
@@ -568,10 +506,8 @@ bool huffmanDecodeLevelSupported(HuffmanDecodeLevel level) {
 }
 
 std::vector<HuffmanDecodeLevel> supportedHuffmanDecodeLevels() {
-  std::vector<HuffmanDecodeLevel> v;
-  for (auto level : {HuffmanDecodeLevel::Scalar, HuffmanDecodeLevel::Bmi2})
-    if (huffmanDecodeLevelSupported(level)) v.push_back(level);
-  return v;
+  return detail::baselineAndWider(HuffmanDecodeLevel::Scalar, HuffmanDecodeLevel::Bmi2,
+                                  huffmanDecodeLevelSupported(HuffmanDecodeLevel::Bmi2));
 }
 
 HuffmanDecodeLevel bestHuffmanDecodeLevel() { return supportedHuffmanDecodeLevels().back(); }

@@ -34,6 +34,7 @@
 #include <cstring>
 #include <string>
 
+#include "format/chunk_coding.h"
 #include "format/codecs.h"
 #include "zipmoe/error.h"
 
@@ -42,41 +43,13 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "symbol pairs are stored as little-endian uint16");
 
-constexpr size_t kMaxVarint = 10;
 constexpr unsigned kEscape = 15;
 constexpr size_t kMaxDictionary = 15;
 constexpr size_t kBlockSymbols = 64;  // the AVX2 loop's step: 32 code bytes
 
-enum Mode : uint8_t { kModeRaw = 0, kModeRun = 1, kModeNibble = 2 };
+constexpr uint8_t kModeNibble = 2;
 
-[[noreturn]] void fail(const std::string& what) { throw Error("nibble chunk: " + what); }
-
-size_t varintSize(uint64_t v) {
-  size_t size = 1;
-  for (; v >= 0x80; v >>= 7) ++size;
-  return size;
-}
-
-size_t putVarint(uint8_t* p, uint64_t v) {
-  size_t i = 0;
-  for (; v >= 0x80; v >>= 7) p[i++] = static_cast<uint8_t>(v | 0x80);
-  p[i++] = static_cast<uint8_t>(v);
-  return i;
-}
-
-uint64_t getVarint(const uint8_t* src, size_t srcSize, size_t& offset, const char* field) {
-  uint64_t value = 0;
-  for (size_t i = 0; i < kMaxVarint; ++i) {
-    if (offset >= srcSize)
-      fail(std::string(field) + " truncated at byte " + std::to_string(offset) + " of " + std::to_string(srcSize));
-    const uint64_t byte = src[offset++];
-    if (i == kMaxVarint - 1 && byte > 1)
-      fail(std::string(field) + " varint overflows 64 bits at byte " + std::to_string(offset - 1));
-    value |= (byte & 0x7F) << (7 * i);
-    if ((byte & 0x80) == 0) return value;
-  }
-  fail(std::string(field) + " varint longer than 10 bytes at byte " + std::to_string(offset));
-}
+[[noreturn]] void fail(const std::string& what) { failChunk("nibble", what); }
 
 // The parsed body of a nibble-mode chunk.
 struct Body {
@@ -175,13 +148,7 @@ class NibbleCodec final : public ExponentCodec {
                   std::to_string(maxCompressedSize(n)) + " needed for " + std::to_string(n) + " symbols");
     const size_t nBytes = varintSize(n);
     const size_t rawSize = 1 + nBytes + n;
-    auto writeRaw = [&] {
-      dst[0] = kModeRaw;
-      putVarint(dst + 1, n);
-      if (n != 0) std::memcpy(dst + 1 + nBytes, src, n);
-      return rawSize;
-    };
-    if (n == 0) return writeRaw();
+    if (n == 0) return writeRawChunk(src, n, dst);
     std::array<uint64_t, 256> count{};
     for (size_t i = 0; i < n; ++i) ++count[src[i]];
     std::array<uint8_t, 256> bySymbol;
@@ -189,12 +156,7 @@ class NibbleCodec final : public ExponentCodec {
     std::stable_sort(bySymbol.begin(), bySymbol.end(), [&](uint8_t a, uint8_t b) { return count[a] > count[b]; });
     size_t present = 0;
     while (present < 256 && count[bySymbol[present]] != 0) ++present;
-    if (present == 1) {
-      dst[0] = kModeRun;
-      putVarint(dst + 1, n);
-      dst[1 + nBytes] = src[0];
-      return 2 + nBytes;
-    }
+    if (present == 1) return writeRunChunk(src[0], n, dst);
     const size_t d = std::min(present, kMaxDictionary);
     std::array<uint8_t, kMaxDictionary> dictionary;
     std::copy_n(bySymbol.begin(), d, dictionary.begin());
@@ -205,7 +167,7 @@ class NibbleCodec final : public ExponentCodec {
     uint64_t e = 0;
     for (size_t i = d; i < present; ++i) e += count[bySymbol[i]];
     const size_t size = 1 + nBytes + 1 + d + varintSize(e) + (n + 1) / 2 + static_cast<size_t>(e);
-    if (size >= rawSize) return writeRaw();
+    if (size >= rawSize) return writeRawChunk(src, n, dst);
 
     uint8_t* p = dst;
     *p++ = kModeNibble;
@@ -231,26 +193,8 @@ class NibbleCodec final : public ExponentCodec {
   }
 
   void decompress(const uint8_t* src, size_t srcSize, uint8_t* dst, size_t n) const override {
-    if (srcSize == 0) fail("empty (expected a mode byte and a symbol count)");
-    size_t off = 1;
-    const uint8_t mode = src[0];
-    if (mode > kModeNibble) fail("unknown mode " + std::to_string(mode) + " (expected 0 raw, 1 run, 2 nibble)");
-    const uint64_t count = getVarint(src, srcSize, off, "symbol count");
-    if (count != n)
-      fail("encodes " + std::to_string(count) + " symbols but " + std::to_string(n) + " were requested");
-    const size_t left = srcSize - off;
-    if (mode == kModeRaw) {
-      if (left != n)
-        fail("raw mode holds " + std::to_string(left) + " bytes after its header, expected " + std::to_string(n));
-      if (n != 0) std::memcpy(dst, src + off, n);
-      return;
-    }
-    if (mode == kModeRun) {
-      if (n == 0) fail("run mode with 0 symbols");
-      if (left != 1) fail("run mode holds " + std::to_string(left) + " bytes after its header, expected 1");
-      std::memset(dst, src[off], n);
-      return;
-    }
+    size_t off = 0;
+    if (decodeRawOrRun("nibble", src, srcSize, dst, n, off)) return;
     const Body body = parse(src, srcSize, off, n);
     size_t escape = 0;
     if (level_ == NibbleDecodeLevel::Avx2)
@@ -281,7 +225,7 @@ class NibbleCodec final : public ExponentCodec {
              std::to_string(b.dictionary[c - 1]) + " then " + std::to_string(b.dictionary[c]) + ")");
     }
     off += b.size;
-    const uint64_t e = getVarint(src, srcSize, off, "escape count");
+    const uint64_t e = getVarint("nibble", src, srcSize, off, "escape count");
     if (e > n) fail("escape count " + std::to_string(e) + " exceeds the " + std::to_string(n) + " symbols");
     b.escapeCount = static_cast<size_t>(e);
     const size_t codeBytes = (n + 1) / 2;
@@ -328,10 +272,8 @@ bool nibbleDecodeLevelSupported(NibbleDecodeLevel level) {
 }
 
 std::vector<NibbleDecodeLevel> supportedNibbleDecodeLevels() {
-  std::vector<NibbleDecodeLevel> v;
-  for (auto level : {NibbleDecodeLevel::Scalar, NibbleDecodeLevel::Avx2})
-    if (nibbleDecodeLevelSupported(level)) v.push_back(level);
-  return v;
+  return detail::baselineAndWider(NibbleDecodeLevel::Scalar, NibbleDecodeLevel::Avx2,
+                                  nibbleDecodeLevelSupported(NibbleDecodeLevel::Avx2));
 }
 
 NibbleDecodeLevel bestNibbleDecodeLevel() { return supportedNibbleDecodeLevels().back(); }
