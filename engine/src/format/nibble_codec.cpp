@@ -119,8 +119,8 @@ __attribute__((target("avx2"))) void decodeAvx2(const Body& b, size_t n, uint8_t
     }
     const __m256i vlo = _mm256_shuffle_epi8(dict, lo);  // symbols 0, 2, 4, ... of the block
     const __m256i vhi = _mm256_shuffle_epi8(dict, hi);  // symbols 1, 3, 5, ...
-    // unpack works within 128-bit lanes: lane 0 of (lo, hi) holds symbols 0..15 / 16..31, lane 1
-    // holds 32..47 / 48..63.
+    // unpack works within 128-bit lanes: lane 0 of a and c holds symbols 0..15 and 16..31, lane 1
+    // symbols 32..47 and 48..63.
     const __m256i a = _mm256_unpacklo_epi8(vlo, vhi);
     const __m256i c = _mm256_unpackhi_epi8(vlo, vhi);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), _mm256_permute2x128_si256(a, c, 0x20));
