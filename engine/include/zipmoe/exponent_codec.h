@@ -71,7 +71,8 @@ HuffmanDecodeLevel bestHuffmanDecodeLevel();                     // the widest s
 std::unique_ptr<ExponentCodec> makeCodec(const CodecSpec& spec, HuffmanDecodeLevel level);
 
 // Instruction-set levels of the nibble decoder (identical output and errors at every level): Scalar
-// = one symbol at a time (the reference), Avx2 = 64 symbols per step with vpshufb. makeCodec decodes
+// = baseline x86-64 (a symbol-pair table, two symbols per load), Avx2 = 64 symbols per step with
+// vpshufb. makeCodec decodes
 // at bestNibbleDecodeLevel(); makeNibbleCodec forces a level (throws Error if the CPU lacks it).
 enum class NibbleDecodeLevel : uint8_t { Scalar, Avx2 };
 const char* nibbleDecodeLevelName(NibbleDecodeLevel level);  // "scalar", "avx2"

@@ -8,7 +8,7 @@
 namespace zipmoe::detail {
 namespace {
 constexpr size_t kMaxVarint = 10;
-enum Mode : uint8_t { kModeRaw = 0, kModeRun = 1, kModeCoded = 2 };
+enum Mode : uint8_t { kModeRaw = 0, kModeRun = 1 };
 }  // namespace
 
 void failChunk(const char* codec, const std::string& what) { throw Error(std::string(codec) + " chunk: " + what); }

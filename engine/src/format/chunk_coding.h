@@ -11,6 +11,9 @@
 
 namespace zipmoe::detail {
 
+// The mode byte's value for a chunk in the codec's own coding (0 and 1 are raw and run).
+inline constexpr uint8_t kModeCoded = 2;
+
 size_t varintSize(uint64_t v);
 size_t putVarint(uint8_t* p, uint64_t v);  // returns the bytes written
 // Reads the varint at `offset` (advanced past it). `codec` prefixes errors, `field` names the value.

@@ -67,8 +67,6 @@ constexpr uint64_t kTableMask = kTableSize - 1;
 constexpr uint64_t kMaxPerEntry = 6;
 constexpr uint64_t kSymbolMask = (uint64_t{1} << 48) - 1;
 
-constexpr uint8_t kModeHuffman = 2;
-
 inline uint64_t load64(const uint8_t* p) {
   uint64_t v;
   std::memcpy(&v, p, sizeof v);
@@ -224,8 +222,9 @@ template <int S>
     for (size_t r = 0; r < rounds; ++r) {
       // Lookup-major: the S streams' k-th lookups are adjacent in program order, so the scheduler
       // always holds S independent chains (mask, load, shift) and overlaps them; stream-major order
-      // left one stream's 4-lookup chain waiting in the scheduler ahead of the others' (3.8 vs
-      // 4.9 G exp/s on a Zen 4 core). All S buffers and cursors stay in registers.
+      // left one stream's 4-lookup chain waiting in the scheduler ahead of the others' (3.79 vs
+      // 4.52 G exp/s in cache on a Zen 4 core, docs/CODECS.md). All S buffers and cursors stay in
+      // registers.
       uint64_t buf[S];
       uint8_t* o[S];
 #pragma GCC unroll 8
@@ -304,8 +303,7 @@ class HuffmanCodec final : public ExponentCodec {
       throw Error("huffman compress: destination holds " + std::to_string(dstCapacity) + " bytes, " +
                   std::to_string(maxCompressedSize(n)) + " needed for " + std::to_string(n) + " symbols");
     const size_t nBytes = varintSize(n);
-    auto writeRaw = [&] { return writeRawChunk(src, n, dst); };
-    if (n == 0) return writeRaw();
+    if (n == 0) return writeRawChunk(src, n, dst);
 
     std::array<std::array<uint64_t, 256>, kMaxStreams> hist{};
     for (int i = 0; i < streams_; ++i) {
@@ -337,10 +335,10 @@ class HuffmanCodec final : public ExponentCodec {
     for (size_t i = 0; i + 1 < static_cast<size_t>(streams_); ++i) header += varintSize(streamBytes[i]);
     size_t size = header;
     for (size_t b : streamBytes) size += b;  // unused streams are 0
-    if (size >= 1 + nBytes + n) return writeRaw();
+    if (size >= 1 + nBytes + n) return writeRawChunk(src, n, dst);
 
     uint8_t* p = dst;
-    *p++ = kModeHuffman;
+    *p++ = kModeCoded;
     p += putVarint(p, n);
     *p++ = static_cast<uint8_t>(minSym);
     *p++ = static_cast<uint8_t>(maxSym);

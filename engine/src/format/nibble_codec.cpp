@@ -47,8 +47,6 @@ constexpr unsigned kEscape = 15;
 constexpr size_t kMaxDictionary = 15;
 constexpr size_t kBlockSymbols = 64;  // the AVX2 loop's step: 32 code bytes
 
-constexpr uint8_t kModeNibble = 2;
-
 [[noreturn]] void fail(const std::string& what) { failChunk("nibble", what); }
 
 // The parsed body of a nibble-mode chunk.
@@ -170,7 +168,7 @@ class NibbleCodec final : public ExponentCodec {
     if (size >= rawSize) return writeRawChunk(src, n, dst);
 
     uint8_t* p = dst;
-    *p++ = kModeNibble;
+    *p++ = kModeCoded;
     p += putVarint(p, n);
     *p++ = static_cast<uint8_t>(d);
     std::memcpy(p, dictionary.data(), d);
