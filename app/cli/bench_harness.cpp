@@ -140,6 +140,20 @@ std::vector<std::string> splitList(const std::string& text) {
 }
 
 BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base, const std::filesystem::path& hf) {
+  // SYSTEM+fresh: SYSTEM with every kept buffer in fresh memory (RuntimeOptions::recyclePages off).
+  if (const size_t plus = text.rfind("+fresh"); plus != std::string::npos && plus + 6 == text.size() && plus > 0) {
+    BenchSystem s = parseBenchSystem(text.substr(0, plus), base, hf);
+    s.name = text;
+    s.options.recyclePages = false;
+    return s;
+  }
+  // SYSTEM+evict: a pool a new plan shrinks is evicted at once (RuntimeOptions::keepSurplus off).
+  if (const size_t plus = text.rfind("+evict"); plus != std::string::npos && plus + 6 == text.size() && plus > 0) {
+    BenchSystem s = parseBenchSystem(text.substr(0, plus), base, hf);
+    s.name = text;
+    s.options.keepSurplus = false;
+    return s;
+  }
   BenchSystem s{text, base};
   if (text == "zipmoe") return s;
   if (text == "resident") {
@@ -197,7 +211,7 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
   }
   throw Error("unknown system '" + text +
               "' (resident, zipmoe, zipmoe-prefetch, zipmoe-prefetch:ORACLE_ACCURACY, zipmoe:POOLS e.g. zipmoe:FS, zipmoe-raw, zipmoe-raw:POOLS, zipmoe-raw-always[:POOLS], zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-unfused[:POOLS], zipmoe-lru, zipmoe-fifo, "
-              "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking)");
+              "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking; any of them +fresh, +evict)");
 }
 
 struct BenchWorkload::Impl {

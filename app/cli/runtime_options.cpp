@@ -74,6 +74,8 @@ const std::vector<OptionSpec>& runtimeOptionSpecs() {
       {"--no-plan", "", "a fixed equal split of the pools instead of the planner's"},
       {"--fifo-schedule", "", "request order instead of Algorithm 1"},
       {"--unfused-recovery", "", "recover every tensor before the model computes it (by default decoding computes from the split planes)"},
+      {"--fresh-buffers", "", "allocate every buffer the cache keeps in fresh memory (by default freed buffers' pages are reused)"},
+      {"--evict-on-shrink", "", "evict a pool a new plan shrinks at once (by default its members stay while the layer's memory holds them)"},
       {"--workers", "L", "decompression workers (1-256)"},
       {"--buffered", "", "page-cache reads instead of O_DIRECT"},
       {"--profile", "FILE", "the cost profile (default STORE/profile.json)"},
@@ -124,6 +126,14 @@ std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOpt
   }
   if (line.has("--unfused-recovery")) {
     r.fuseRecovery = false;
+    any = true;
+  }
+  if (line.has("--fresh-buffers")) {
+    r.recyclePages = false;
+    any = true;
+  }
+  if (line.has("--evict-on-shrink")) {
+    r.keepSurplus = false;
     any = true;
   }
   if (line.has("--workers")) {

@@ -65,6 +65,9 @@ struct RuntimeStats {
                                       // runs (a running layer's experts may exceed a budget that
                                       // shrank meanwhile until the layer ends)
   uint64_t droppedTraceEvents = 0;
+  // RuntimeOptions::recyclePages: free pages held for reuse now (inside heldBytes), and of all the
+  // bytes of kept buffers, those built from reused pages and those freshly mapped.
+  uint64_t pooledPageBytes = 0, reusedPageBytes = 0, freshPageBytes = 0;
   // Tensors handed to the model as split planes (RuntimeOptions::fuseRecovery): no recovery pass.
   uint64_t splitTensors = 0;
   // Speculative prefetch (RuntimeOptions::prefetchSlots > 0). Hinted: experts the model named;

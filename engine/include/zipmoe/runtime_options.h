@@ -97,6 +97,14 @@ struct RuntimeOptions {
   // plane instead of a recovered BF16 tensor — no merge pass, no output slot, the same result. Off:
   // every tensor is recovered first (the paper's pipeline; for comparison).
   bool fuseRecovery = true;
+  // Buffers the cache pools keep come from the pages of buffers the pools freed (reused, already
+  // faulted in; io/page_pool.h) instead of fresh memory. The free pages count as held and are
+  // trimmed to what the budget leaves. Off: every kept buffer is fresh memory (for comparison).
+  bool recyclePages = true;
+  // ZipMoE mode: a pool that a new plan shrinks keeps its members as surplus while the layer's total
+  // fits (cache/expert_cache.h); room is taken from the surplus first, and a hit surplus member moves
+  // to its new pool in memory. Off: the shrunk pool is evicted at once and its experts read again.
+  bool keepSurplus = true;
   int outputSlots = 3;             // recovered experts waiting for / used by the model
   int stagingSlots = 3;            // experts whose chunks are in flight at once
   // Speculative prefetch (ZipMoE mode): slots, each holding one expert's stored chunks (E + SM of

@@ -9,8 +9,8 @@
 
 namespace zipmoe::cache {
 
-ExpertCache::ExpertCache(int layers, int experts, EvictionPolicy policy, bool global, uint64_t seed)
-    : layers_(layers), experts_(experts), policy_(policy), global_(global), rng_(seed),
+ExpertCache::ExpertCache(int layers, int experts, EvictionPolicy policy, bool global, uint64_t seed, bool keepSurplus)
+    : layers_(layers), experts_(experts), policy_(policy), global_(global), rng_(seed), keepSurplus_(keepSurplus && !global),
       counts_(static_cast<size_t>(layers) * static_cast<size_t>(experts), 0),
       steps_(static_cast<size_t>(layers), 0),
       entries_(counts_.size()),
@@ -154,31 +154,100 @@ std::optional<int> ExpertCache::pickVictim(int layer, int pool, uint64_t newcome
 }
 
 bool ExpertCache::makeRoom(int layer, int pool, uint64_t bytes, uint64_t newcomerCount,
-                           std::vector<TensorParts>* recycled) {
+                           std::vector<TensorParts>* recycled, uint64_t otherReserved) {
   const size_t s = slot(layer, pool);
   if (bytes > capacityBytes_[s]) return false;
   // Choose the victims first so that a failed attempt evicts nothing.
   std::vector<int> victims;
-  uint64_t freed = 0;
-  while (usedBytes_[s] - freed + bytes > capacityBytes_[s]) {
+  std::array<uint64_t, 4> freed{};
+  const size_t p = global_ ? 0 : static_cast<size_t>(pool);
+  while (usedBytes_[s] - freed[p] + bytes > capacityBytes_[s]) {
     const auto v = pickVictim(layer, pool, newcomerCount);
     if (!v) break;
     victims.push_back(*v);
-    freed += entries_[static_cast<size_t>(*v)].bytes;
+    freed[p] += entries_[static_cast<size_t>(*v)].bytes;
     entries_[static_cast<size_t>(*v)].pinned = true;  // exclude from the next pick
   }
+  bool ok = usedBytes_[s] - freed[p] + bytes <= capacityBytes_[s];
+  if (ok && keepSurplus_) ok = chooseSurplus(layer, bytes + otherReserved, victims, freed);
   for (int v : victims) entries_[static_cast<size_t>(v)].pinned = false;
-  if (usedBytes_[s] - freed + bytes > capacityBytes_[s]) return false;
+  if (!ok) return false;
+  evictChosen(victims, recycled);
+  return true;
+}
+
+bool ExpertCache::makeLayerRoom(int layer, uint64_t bytes, std::vector<TensorParts>* recycled) {
+  if (!keepSurplus_) return global_ || layerUsedBytes(layer) + bytes <= layerCapacityBytes(layer);
+  std::vector<int> victims;
+  std::array<uint64_t, 4> freed{};
+  const bool ok = chooseSurplus(layer, bytes, victims, freed);
+  for (int v : victims) entries_[static_cast<size_t>(v)].pinned = false;
+  if (!ok) return false;
+  evictChosen(victims, recycled);
+  return true;
+}
+
+uint64_t ExpertCache::layerUsedBytes(int layer) const {
+  uint64_t sum = 0;
+  for (int p = 0; p < 4; ++p) sum += usedBytes_[slot(layer, p)];
+  return global_ ? usedBytes_[0] : sum;
+}
+
+uint64_t ExpertCache::layerCapacityBytes(int layer) const {
+  uint64_t sum = 0;
+  for (int p = 0; p < 4; ++p) sum += capacityBytes_[slot(layer, p)];
+  return global_ ? capacityBytes_[0] : sum;
+}
+
+std::optional<int> ExpertCache::pickSurplus(int layer, const std::array<uint64_t, 4>& freed) const {
+  std::optional<int> best;
+  for (int i = layer * experts_; i < (layer + 1) * experts_; ++i) {
+    const Entry& e = entries_[static_cast<size_t>(i)];
+    if (e.pool == kNoPool || e.pinned) continue;
+    const size_t s = slot(layer, e.pool);
+    if (usedBytes_[s] - freed[static_cast<size_t>(e.pool)] <= capacityBytes_[s]) continue;  // within its pool
+    const auto& b = best ? entries_[static_cast<size_t>(*best)] : e;
+    if (!best || counts_[static_cast<size_t>(i)] < counts_[static_cast<size_t>(*best)] ||
+        (counts_[static_cast<size_t>(i)] == counts_[static_cast<size_t>(*best)] && e.lastUsed < b.lastUsed))
+      best = i;
+  }
+  return best;
+}
+
+bool ExpertCache::chooseSurplus(int layer, uint64_t bytes, std::vector<int>& victims, std::array<uint64_t, 4>& freed) {
+  const uint64_t capacity = layerCapacityBytes(layer), used = layerUsedBytes(layer);
+  auto freedTotal = [&] { return freed[0] + freed[1] + freed[2] + freed[3]; };
+  while (used - freedTotal() + bytes > capacity) {
+    const auto v = pickSurplus(layer, freed);
+    if (!v) break;
+    victims.push_back(*v);
+    Entry& e = entries_[static_cast<size_t>(*v)];
+    freed[static_cast<size_t>(e.pool)] += e.bytes;
+    e.pinned = true;
+  }
+  return used - freedTotal() + bytes <= capacity;
+}
+
+void ExpertCache::evictChosen(const std::vector<int>& victims, std::vector<TensorParts>* recycled) {
   for (int v : victims) {
     Entry& e = entries_[static_cast<size_t>(v)];
     if (recycled)
       for (auto& t : e.tensors) recycled->push_back(std::move(t));
     evict(v / experts_, v % experts_);
   }
-  return true;
 }
 
 void ExpertCache::enforceCapacities() {
+  if (keepSurplus_) {
+    for (int layer = 0; layer < layers_; ++layer) {
+      std::vector<int> victims;
+      std::array<uint64_t, 4> freed{};
+      chooseSurplus(layer, 0, victims, freed);  // as far as unpinned surplus goes; the rest when unpinned
+      for (int v : victims) entries_[static_cast<size_t>(v)].pinned = false;
+      evictChosen(victims, nullptr);
+    }
+    return;
+  }
   for (size_t s = 0; s < usedBytes_.size(); ++s) {
     const int layer = global_ ? 0 : static_cast<int>(s / 4);
     const int pool = global_ ? 0 : static_cast<int>(s % 4);

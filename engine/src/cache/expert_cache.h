@@ -12,6 +12,12 @@
 // UsageProbability (CoServe §4.3: lowest usage probability from the prior — the counts given by
 // setActivationCounts, frozen there — or, without one, from the counts so far; ties: the larger,
 // then the least recently used; no admission test).
+// Surplus (per-layer pools, `keepSurplus`): a plan that shrinks a pool below what it holds (the first
+// history replan moving a layer from C to F, a smaller budget) does not evict at once. The pool's
+// members stay as surplus while the layer's total fits the layer's total capacity; room that
+// another pool (or a promotion) needs is taken from the surplus first, least counted first; a hit
+// surplus member can be promoted in memory. So a plan switch reads nothing again. Without it, each
+// pool is evicted down to its own capacity.
 // The FullTensor baselines use one global pool (layer −1 semantics: capacity shared by all layers).
 // Thread-safety: none — the runtime calls it from the model thread only (between layers).
 // Cost: rank O(experts); evictions O(pool members) each.
@@ -52,7 +58,8 @@ struct Entry {
 class ExpertCache {
  public:
   // `global` = one pool shared by all layers (FullTensor baselines); else per-layer pools.
-  ExpertCache(int layers, int experts, EvictionPolicy policy, bool global, uint64_t seed = 0x5eed);
+  ExpertCache(int layers, int experts, EvictionPolicy policy, bool global, uint64_t seed = 0x5eed,
+              bool keepSurplus = false);
 
   int layers() const { return layers_; }
   int experts() const { return experts_; }
@@ -88,10 +95,20 @@ class ExpertCache {
   const Entry& entry(int layer, int expert) const { return entries_[index(layer, expert)]; }
 
   // Frees room for `bytes` in (layer, pool) by evicting unpinned members per the policy. With
-  // LeastFrequent, only members counted less often than `newcomerCount` may go. Returns false (and
-  // evicts nothing) if it cannot. Evicted buffers are appended to `recycled` for reuse.
-  bool makeRoom(int layer, int pool, uint64_t bytes, uint64_t newcomerCount, std::vector<TensorParts>* recycled);
-  // Evicts until every pool of every layer is within its capacity (after a budget shrink).
+  // LeastFrequent, only members counted less often than `newcomerCount` may go. With surplus kept,
+  // the layer's total must also hold `bytes` plus `otherReserved` (bytes promised to its other
+  // pools): surplus goes first for that. Returns false (and evicts nothing) if it cannot. Evicted
+  // buffers are appended to `recycled` for reuse.
+  bool makeRoom(int layer, int pool, uint64_t bytes, uint64_t newcomerCount, std::vector<TensorParts>* recycled,
+                uint64_t otherReserved = 0);
+  // Room for `bytes` more in the layer's total by evicting surplus only (a resident expert moving to
+  // a pool with free room). Without surplus kept: true iff the layer's total already holds them.
+  bool makeLayerRoom(int layer, uint64_t bytes, std::vector<TensorParts>* recycled);
+  uint64_t layerUsedBytes(int layer) const;
+  uint64_t layerCapacityBytes(int layer) const;
+  bool keepsSurplus() const { return keepSurplus_; }
+  // Evicts until every layer is within its capacity (after a budget shrink or a plan switch): each
+  // pool within its own, or with surplus kept, each layer's total within its total.
   void enforceCapacities();
   // Records `parts` as the expert's entry in `pool` (replacing any previous entry; its bytes are
   // released). REQUIRES: room was made.
@@ -107,12 +124,20 @@ class ExpertCache {
     return global_ ? 0 : static_cast<size_t>(layer) * 4 + static_cast<size_t>(pool);
   }
   std::optional<int> pickVictim(int layer, int pool, uint64_t newcomerCount);  // expert id (global: flat index)
+  // The least counted unpinned member (then least recently used) of a pool holding more than its
+  // capacity once `freed[pool]` is gone; a flat index.
+  std::optional<int> pickSurplus(int layer, const std::array<uint64_t, 4>& freed) const;
+  // Chooses surplus victims (pinned while chosen, as pickVictim's callers do) until the layer's total
+  // holds `bytes` more; false if it cannot.
+  bool chooseSurplus(int layer, uint64_t bytes, std::vector<int>& victims, std::array<uint64_t, 4>& freed);
+  void evictChosen(const std::vector<int>& victims, std::vector<TensorParts>* recycled);
   uint64_t nextRandom();
 
   int layers_, experts_;
   EvictionPolicy policy_;
   bool global_;
   uint64_t rng_;
+  bool keepSurplus_;
   std::vector<uint64_t> counts_, steps_;
   std::vector<uint64_t> priorCounts_, priorSteps_;  // UsageProbability's prior; empty = none
   std::vector<Entry> entries_;

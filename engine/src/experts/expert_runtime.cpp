@@ -123,12 +123,15 @@ class Runtime final : public ExpertRuntime {
     const uint64_t budget = options_.budget.resolve(workingSet_, sizes_.expertBytes());
     if (options_.traceCapacity > 0) trace_ = std::make_unique<TraceBuffer>(options_.traceCapacity);
     cache_ = std::make_unique<cache::ExpertCache>(sizes_.layers(), sizes_.experts(), options_.eviction,
-                                                  strategy_->sharedCache());
+                                                  strategy_->sharedCache(), 0x5eed,
+                                                  options_.keepSurplus && options_.mode == OffloadMode::ZipMoE);
     if (options_.history) cache_->setActivationCounts(checkedShape(*options_.history));
+    if (options_.recyclePages) pages_ = io::PagePool::create();
     stats_.observed = options_.observed ? *options_.observed : profile.observed;
     applyPlan(computePlan(budget, options_.pools, cache_->activationCounts()));
     executor_ = std::make_unique<sched::Executor>(store_.get(), strategy_->decompressWorkers(), options_.readMode,
                                                   trace_.get(), epoch_, staging, output);
+    executor_->setPagePool(pages_);
     experts::Replanner::Callbacks callbacks;
     callbacks.snapshot = [this] {
       std::lock_guard lock(cacheMutex_);
@@ -280,6 +283,13 @@ class Runtime final : public ExpertRuntime {
     s.workingSetBytes = workingSet_;
     s.budgetBytes = plan_.budget;
     s.heldBytes = workingSet_ + cache_->totalUsedBytes();
+    if (pages_) {
+      const io::PagePoolStats ps = pages_->stats();
+      s.pooledPageBytes = ps.pooledBytes;
+      s.reusedPageBytes = ps.reusedBytes;
+      s.freshPageBytes = ps.freshBytes;
+      s.heldBytes += ps.pooledBytes;
+    }
     s.droppedTraceEvents = trace_ ? trace_->dropped() : 0;
     const sched::PrefetchCounters pc = executor_->prefetchCounters();
     s.prefetchedBytes = pc.bytesRead;
@@ -338,6 +348,7 @@ class Runtime final : public ExpertRuntime {
   void applyPlan(Plan plan) {
     strategy_->applyPlan(*cache_, plan, plan.budget - workingSet_);
     cache_->enforceCapacities();
+    trimPages(plan.budget);
     {
       std::lock_guard lock(statsMutex_);
       stats_.lastReplanSeconds = plan.seconds;
@@ -345,6 +356,14 @@ class Runtime final : public ExpertRuntime {
       ++stats_.replans;
     }
     plan_ = std::move(plan);
+  }
+
+  // The pooled free pages down to what the budget leaves beside the pools and the working set (a
+  // smaller budget, or pools that shrank). REQUIRES: cacheMutex_ held (or construction).
+  void trimPages(uint64_t budget) {
+    if (!pages_) return;
+    const uint64_t used = workingSet_ + cache_->totalUsedBytes();
+    pages_->trim(budget > used ? budget - used : 0);
   }
 
   // Growing history is worth a new plan now and then. REQUIRES: cacheMutex_ held.
@@ -378,6 +397,7 @@ class Runtime final : public ExpertRuntime {
     }
     for (const auto& e : job.experts) cache_->entry(layer, e.expert).pinned = false;
     cache_->enforceCapacities();  // a plan applied while this layer ran may have shrunk the pools
+    trimPages(plan_.budget);
     lastBatchEnd_ = job.lastRelease;
     for (PrefetchSlot& slot : slots_)  // the job no longer reads them (or they moved into the cache)
       if (slot.state == SlotState::InUse) slot.state = SlotState::Free;
@@ -546,6 +566,7 @@ class Runtime final : public ExpertRuntime {
   mutable std::mutex statsMutex_;
   RuntimeStats stats_;
 
+  std::shared_ptr<io::PagePool> pages_;  // RuntimeOptions::recyclePages (kept buffers hold it too)
   std::unique_ptr<sched::Executor> executor_;
   std::unique_ptr<experts::Replanner> replanner_;  // last: its thread calls into everything above
 };

@@ -159,10 +159,21 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
         // A resident expert moves up only into free room: evicting for it would drop the victim
         // (an F member has no C parts to fall back to), and that victim's next use would read it
         // again — the F↔C churn that left the budget half used at 75 % (docs/RUNTIME.md).
-        const bool fits = resident ? cache.usedBytes(layer, pool) + reserved[static_cast<size_t>(pool)] + need <=
-                                         cache.capacityBytes(layer, pool)
-                                   : cache.makeRoom(layer, pool, reserved[static_cast<size_t>(pool)] + need,
-                                                    cache.count(layer, r.expert), &recycled);
+        // With surplus kept (a pool a plan shrank keeps its members while the layer's total fits),
+        // the layer's total must hold what this move adds: surplus goes for it.
+        uint64_t reservedElsewhere = 0;
+        for (int q = 0; q < kNumPools; ++q)
+          if (q != pool) reservedElsewhere += reserved[static_cast<size_t>(q)];
+        const bool fits =
+            resident ? cache.usedBytes(layer, pool) + reserved[static_cast<size_t>(pool)] + need <=
+                               cache.capacityBytes(layer, pool) &&
+                           (!cache.keepsSurplus() ||
+                            cache.makeLayerRoom(layer,
+                                                reserved[static_cast<size_t>(pool)] + reservedElsewhere +
+                                                    (need > entry.bytes ? need - entry.bytes : 0),
+                                                &recycled))
+                     : cache.makeRoom(layer, pool, reserved[static_cast<size_t>(pool)] + need,
+                                      cache.count(layer, r.expert), &recycled, reservedElsewhere);
         if (fits) {
           reserved[static_cast<size_t>(pool)] += need;
           keepPool = pool;

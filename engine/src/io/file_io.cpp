@@ -1,4 +1,5 @@
 #include "io/file_io.h"
+#include "io/page_pool.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -144,12 +145,14 @@ void writeFileAtomically(const std::filesystem::path& path, const std::string& c
   syncDirectory(path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path());
 }
 
-void FreeDeleter::operator()(void* p) const { std::free(p); }
-
 AlignedBuffer::AlignedBuffer(size_t size, size_t alignment) : alignment_(alignment) { reserve(size); }
 
 void AlignedBuffer::reserve(size_t size) {
   if (size <= size_) return;
+  if (const std::shared_ptr<PagePool>& pool = data_.get_deleter().pool) {
+    *this = pool->allocate(size);
+    return;
+  }
   const size_t rounded = static_cast<size_t>(alignUp(size, alignment_));
   void* p = nullptr;
   if (::posix_memalign(&p, alignment_, rounded) != 0) throw std::bad_alloc();

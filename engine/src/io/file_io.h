@@ -59,14 +59,23 @@ std::string readTextFile(const std::filesystem::path& path);
 void writeFileAtomically(const std::filesystem::path& path, const std::string& contents);
 void syncDirectory(const std::filesystem::path& dir);
 
-struct FreeDeleter {
-  void operator()(void* p) const;
+class PagePool;
+
+// Frees an AlignedBuffer's memory: back to its PagePool (io/page_pool.h) when it came from one.
+struct BufferDeleter {
+  std::shared_ptr<PagePool> pool;
+  void operator()(uint8_t* p) const;
 };
-// A zero-initialised buffer whose start and size are multiples of `alignment` (4 KiB for O_DIRECT).
+
+// A buffer whose start and size are multiples of `alignment` (4 KiB for O_DIRECT): zero-initialised
+// when allocated here; pages recycled by a PagePool (PagePool::allocate) hold old contents.
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
   explicit AlignedBuffer(size_t size, size_t alignment = 4096);
+  // Adopts `size` bytes of a pool's pages (PagePool::allocate only).
+  AlignedBuffer(uint8_t* data, size_t size, std::shared_ptr<PagePool> pool)
+      : data_(data, BufferDeleter{std::move(pool)}), size_(size) {}
   // A moved-from buffer is empty (size 0), so that whoever holds it next allocates again.
   AlignedBuffer(AlignedBuffer&& other) noexcept
       : data_(std::move(other.data_)), size_(std::exchange(other.size_, 0)), alignment_(other.alignment_) {}
@@ -78,11 +87,12 @@ class AlignedBuffer {
   }
   uint8_t* data() const { return data_.get(); }
   size_t size() const { return size_; }
-  // Grows (never shrinks) to at least `size` bytes; contents are not preserved.
+  // Grows (never shrinks) to at least `size` bytes; contents are not preserved. A pool's buffer
+  // grows from the same pool.
   void reserve(size_t size);
 
  private:
-  std::unique_ptr<uint8_t, FreeDeleter> data_;
+  std::unique_ptr<uint8_t, BufferDeleter> data_;
   size_t size_ = 0, alignment_ = 4096;
 };
 

@@ -453,6 +453,10 @@ void Executor::traceOp(TraceOp op, int lane, int token, const JobTask& t, int sh
 
 // Runs one operation without the lock. The job's other threads never touch the buffers it writes
 // until it is marked done under the lock.
+io::AlignedBuffer Executor::keptBuffer(uint64_t bytes) const {
+  return pages_ ? pages_->allocate(static_cast<size_t>(bytes)) : io::AlignedBuffer(static_cast<size_t>(bytes));
+}
+
 void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
   LayerJob* job = &jobRef;
   JobTask& t = job->tasks[static_cast<size_t>(op.task)];
@@ -461,7 +465,7 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
   switch (op.kind) {
     case ExecKind::ReadE: {
       if (t.keepE && t.keepE->size() < t.eBytes) {  // first shard: the workers read eBuf only after it
-        *t.keepE = io::AlignedBuffer(static_cast<size_t>(t.eBytes));
+        *t.keepE = keptBuffer(t.eBytes);
         t.eBuf = t.keepE->data();
       }
       uint64_t bytes = 0;
@@ -484,7 +488,7 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
     case ExecKind::ReadSM: {
       if (t.keepSM) {
         if (t.keepSM->size() < t.entry->smChunk.paddedSize)
-          *t.keepSM = io::AlignedBuffer(static_cast<size_t>(t.entry->smChunk.paddedSize));
+          *t.keepSM = keptBuffer(t.entry->smChunk.paddedSize);
         t.smBuf = t.keepSM->data();
       }
       ChunkKey key = t.key;
@@ -514,7 +518,7 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
     case ExecKind::ReadFull: {
       uint8_t* dst = nullptr;
       if (t.keepFull) {
-        if (t.keepFull->size() < t.fullRange.length) *t.keepFull = io::AlignedBuffer(static_cast<size_t>(t.fullRange.length));
+        if (t.keepFull->size() < t.fullRange.length) *t.keepFull = keptBuffer(t.fullRange.length);
         dst = t.keepFull->data();
       } else {
         int slot;
@@ -562,7 +566,7 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
       uint16_t* out = nullptr;
       if (t.keepFull) {
         const uint64_t bytes = t.entry->numel * 2;
-        if (t.keepFull->size() < bytes) *t.keepFull = io::AlignedBuffer(static_cast<size_t>(bytes));
+        if (t.keepFull->size() < bytes) *t.keepFull = keptBuffer(bytes);
         out = reinterpret_cast<uint16_t*>(t.keepFull->data());
       } else {
         int slot;

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "io/file_io.h"
+#include "io/page_pool.h"
 #include "sched/schedule.h"
 #include "zipmoe/expert_provider.h"
 #include "zipmoe/store.h"
@@ -187,6 +188,9 @@ class Executor {
   void waitForPrefetch();
   uint64_t stagingBytes() const { return static_cast<uint64_t>(staging_.count) * staging_.slotBytes; }
   uint64_t outputBytes() const { return static_cast<uint64_t>(output_.count) * output_.slotBytes; }
+  // Buffers the cache keeps (JobTask::keepE/keepSM/keepFull) come from this pool's recycled pages
+  // (io/page_pool.h) instead of fresh memory. REQUIRES: no job or prefetch running.
+  void setPagePool(std::shared_ptr<io::PagePool> pages) { pages_ = std::move(pages); }
 
  private:
   friend class LayerBatch;
@@ -199,6 +203,7 @@ class Executor {
   bool ready(const ExecOp& op);
   void admit();
   void execute(LayerJob& job, int index, ExecOp& op);
+  io::AlignedBuffer keptBuffer(uint64_t bytes) const;
   void finishTask(JobTask& task);
   void finishIfSplit(JobTask& task);  // a split task is done once decompressed with its SM-chunk in
   void traceOp(TraceOp op, int lane, int token, const JobTask& t, int shard, uint64_t bytes, Clock::time_point a,
@@ -211,6 +216,7 @@ class Executor {
   TraceBuffer* trace_;
   Clock::time_point epoch_;
   SlotLayout staging_, output_;
+  std::shared_ptr<io::PagePool> pages_;
   std::vector<io::AlignedBuffer> stagingSlots_, outputSlots_;
   std::vector<char> stagingFree_, outputFree_;
 

@@ -147,6 +147,59 @@ class TestExpertRuntime : public QObject {
     }
   }
 
+  // A plan switch from C to F. Evicting at once (keepSurplus off): the C members' pages
+  // (RuntimeOptions::recyclePages) become the F tensors read next — reused, not fresh memory — within
+  // the budget, and what the cache does (hits, misses) is the same as with fresh buffers. Keeping the
+  // surplus (the default): nothing is read again; each C member moves to F in memory when next hit.
+  void aPlanSwitchReusesThePagesOfWhatItEvicts() {
+    const Manifest& m = huffman_.opened->manifest();
+    const auto stream = requestStream(12, m.numLayers(), m.numExperts, 2, 31, true);
+    std::array<RuntimeStats, 2> after{};
+    auto switchToF = [&](bool recycle, bool surplus, RuntimeStats& out) {
+      RuntimeOptions o;
+      o.pools = poolBit(Pool::C);
+      o.decompressWorkers = 2;
+      o.recyclePages = recycle;
+      o.keepSurplus = surplus;
+      o.budget = MemoryBudget::poolsForShare(1.0);
+      o.budget = MemoryBudget::bytes(open(huffman_, o)->stats().budgetBytes * 8);  // room for all (see above)
+      auto rt = open(huffman_, o);
+      runStream(huffman_, *rt, stream);
+      const RuntimeStats inC = rt->stats();
+      QVERIFY(inC.pools[poolIndex(Pool::C)].residentExperts > 0);
+      rt->setPools(poolBit(Pool::F));
+      rt->waitForPlan();
+      const RuntimeStats switched = rt->stats();
+      QCOMPARE(switched.pools[poolIndex(Pool::C)].residentExperts, surplus ? inC.pools[poolIndex(Pool::C)].residentExperts : 0);
+      QVERIFY(switched.heldBytes <= switched.budgetBytes);
+      runStream(huffman_, *rt, stream);  // every tensor checked against the store
+      const RuntimeStats inF = rt->stats();
+      QCOMPARE(inF.pools[poolIndex(Pool::F)].residentExperts, inC.pools[poolIndex(Pool::C)].residentExperts);
+      QCOMPARE(inF.pools[poolIndex(Pool::C)].residentExperts, 0);
+      QVERIFY(inF.heldBytes <= inF.budgetBytes);
+      if (surplus) QCOMPARE(inF.misses, inC.misses);  // the second pass read nothing
+      if (recycle) {
+        if (!surplus) QCOMPARE(switched.pooledPageBytes, inC.pools[poolIndex(Pool::C)].usedBytes);  // all C's pages
+        const uint64_t reused = inF.reusedPageBytes - switched.reusedPageBytes;
+        const uint64_t fresh = inF.freshPageBytes - switched.freshPageBytes;
+        QVERIFY2(reused > 0 && (surplus || reused >= fresh),
+                 qPrintable(QString("F built from %1 reused and %2 fresh bytes").arg(reused).arg(fresh)));
+      } else {
+        QCOMPARE(inF.pooledPageBytes + inF.reusedPageBytes + inF.freshPageBytes, uint64_t{0});
+      }
+      out = inF;
+    };
+    switchToF(true, false, after[0]);
+    switchToF(false, false, after[1]);
+    if (QTest::currentTestFailed()) return;
+    QCOMPARE(after[0].misses, after[1].misses);
+    QCOMPARE(after[0].hits, after[1].hits);
+    RuntimeStats kept;
+    switchToF(true, true, kept);
+    if (QTest::currentTestFailed()) return;
+    QVERIFY(kept.misses < after[0].misses);
+  }
+
   // The plan switches from the prior to each layer's own history once every layer has 16 steps of
   // it: the replan comes when layer 0 starts its 17th step, when the others have their 16th.
   void theFirstHistoryReplanCoversEveryLayer() {

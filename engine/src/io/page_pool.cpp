@@ -1,0 +1,119 @@
+#include "io/page_pool.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <new>
+
+namespace zipmoe::io {
+
+namespace {
+
+uint8_t* mapFresh(size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  return static_cast<uint8_t*>(p);
+}
+
+}  // namespace
+
+std::shared_ptr<PagePool> PagePool::create() { return std::shared_ptr<PagePool>(new PagePool()); }
+
+PagePool::~PagePool() {
+  // Live buffers hold the pool, so none is left here: only free runs.
+  for (const Run& r : free_) ::munmap(r.addr, r.bytes);
+}
+
+AlignedBuffer PagePool::allocate(size_t bytes) {
+  const size_t n = std::max<size_t>(kPageBytes, static_cast<size_t>(alignUp(bytes, kPageBytes)));
+  std::lock_guard lock(mutex_);
+  std::vector<Run> pieces;
+  uint8_t* start = nullptr;
+  // An exact-size run: one piece, no system call.
+  const auto exact = std::find_if(free_.begin(), free_.end(), [n](const Run& r) { return r.bytes == n; });
+  if (exact != free_.end()) {
+    start = exact->addr;
+    pieces.push_back(*exact);
+    *exact = free_.back();
+    free_.pop_back();
+    stats_.pooledBytes -= n;
+    stats_.reusedBytes += n;
+  } else {
+    start = mapFresh(n);
+    size_t filled = 0;
+    const bool stitch = stats_.livePieces + kMaxPieces <= kMaxLivePieces;
+    // Largest runs first (fewest pieces); a run larger than what is left is split.
+    while (stitch && filled < n && static_cast<int>(pieces.size()) < kMaxPieces - 1 && !free_.empty()) {
+      auto best = std::max_element(free_.begin(), free_.end(), [](const Run& a, const Run& b) { return a.bytes < b.bytes; });
+      // The smallest run that covers the rest, if any, keeps the large runs whole.
+      for (auto it = free_.begin(); it != free_.end(); ++it)
+        if (it->bytes >= n - filled && it->bytes < best->bytes) best = it;
+      const size_t take = std::min(best->bytes, n - filled);
+      void* moved = ::mremap(best->addr, take, take, MREMAP_MAYMOVE | MREMAP_FIXED, start + filled);
+      if (moved == MAP_FAILED) break;  // the run stays where it was; the rest is fresh
+      pieces.push_back(Run{start + filled, take});
+      filled += take;
+      stats_.pooledBytes -= take;
+      stats_.reusedBytes += take;
+      if (take == best->bytes) {
+        *best = free_.back();
+        free_.pop_back();
+      } else {
+        best->addr += take;
+        best->bytes -= take;
+      }
+    }
+    if (filled < n) {
+      pieces.push_back(Run{start + filled, n - filled});
+      stats_.freshBytes += n - filled;
+    }
+  }
+  stats_.livePieces += pieces.size();
+  ++stats_.liveBuffers;
+  live_.emplace(start, std::move(pieces));
+  return AlignedBuffer(start, n, shared_from_this());
+}
+
+void PagePool::release(uint8_t* p) {
+  std::lock_guard lock(mutex_);
+  auto node = live_.extract(p);
+  if (node.empty()) return;  // not ours: cannot happen (only allocate hands out pool buffers)
+  for (const Run& r : node.mapped()) {
+    free_.push_back(r);
+    stats_.pooledBytes += r.bytes;
+  }
+  stats_.livePieces -= node.mapped().size();
+  --stats_.liveBuffers;
+}
+
+void PagePool::trim(uint64_t maxPooledBytes) {
+  std::lock_guard lock(mutex_);
+  if (stats_.pooledBytes <= maxPooledBytes) return;
+  std::sort(free_.begin(), free_.end(), [](const Run& a, const Run& b) { return a.bytes > b.bytes; });
+  while (stats_.pooledBytes > maxPooledBytes && !free_.empty()) {
+    const Run r = free_.back();
+    free_.pop_back();
+    ::munmap(r.addr, r.bytes);
+    stats_.pooledBytes -= r.bytes;
+    stats_.trimmedBytes += r.bytes;
+  }
+}
+
+uint64_t PagePool::pooledBytes() const {
+  std::lock_guard lock(mutex_);
+  return stats_.pooledBytes;
+}
+
+PagePoolStats PagePool::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void BufferDeleter::operator()(uint8_t* p) const {
+  if (pool)
+    pool->release(p);
+  else
+    std::free(p);
+}
+
+}  // namespace zipmoe::io

@@ -1,0 +1,188 @@
+// PagePool: freed buffers' pages come back as runs and new buffers are built from them — an exact
+// run as it is, smaller runs moved side by side with mremap (their old contents show through, which
+// is how these tests tell reused pages from fresh zero pages), a larger run split — never more than
+// kMaxPieces pieces; trim returns pooled pages; a pool's buffer grows from the same pool; buffers
+// outlive the caller's handle on the pool; threads allocating and freeing at once never share pages.
+#include <QtTest>
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include "io/page_pool.h"
+
+using zipmoe::io::AlignedBuffer;
+using zipmoe::io::PagePool;
+
+namespace {
+
+constexpr size_t kPage = PagePool::kPageBytes;
+constexpr size_t kMiB = 1 << 20;
+
+AlignedBuffer filled(PagePool& pool, size_t bytes, uint8_t value) {
+  AlignedBuffer b = pool.allocate(bytes);
+  std::fill_n(b.data(), b.size(), value);
+  return b;
+}
+
+size_t countOf(const AlignedBuffer& b, uint8_t value) { return static_cast<size_t>(std::count(b.data(), b.data() + b.size(), value)); }
+
+}  // namespace
+
+class TestPagePool : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void anExactRunIsHandedBackAsItIs() {
+    auto pool = PagePool::create();
+    uint8_t* first = nullptr;
+    {
+      AlignedBuffer b = filled(*pool, 3 * kPage - 100, 0x5a);  // rounded up to whole pages
+      QCOMPARE(b.size(), 3 * kPage);
+      QCOMPARE(reinterpret_cast<uintptr_t>(b.data()) % kPage, uintptr_t{0});
+      first = b.data();
+      QCOMPARE(pool->stats().freshBytes, uint64_t{3 * kPage});
+      QCOMPARE(pool->pooledBytes(), uint64_t{0});
+    }
+    QCOMPARE(pool->pooledBytes(), uint64_t{3 * kPage});
+    const AlignedBuffer again = pool->allocate(3 * kPage);
+    QCOMPARE(again.data(), first);
+    QCOMPARE(countOf(again, 0x5a), 3 * kPage);  // the same pages, not zeroed
+    QCOMPARE(pool->stats().reusedBytes, uint64_t{3 * kPage});
+    QCOMPARE(pool->stats().freshBytes, uint64_t{3 * kPage});
+    QCOMPARE(pool->pooledBytes(), uint64_t{0});
+  }
+
+  // A C member's SM-chunk is half an F tensor: two freed halves make one whole, no fresh page.
+  void smallerRunsAreStitchedIntoOneBuffer() {
+    auto pool = PagePool::create();
+    {
+      AlignedBuffer a = filled(*pool, 2 * kMiB, 0xa1);
+      AlignedBuffer b = filled(*pool, 2 * kMiB, 0xb2);
+    }
+    AlignedBuffer whole = pool->allocate(4 * kMiB);
+    QCOMPARE(whole.size(), 4 * kMiB);
+    QCOMPARE(pool->stats().freshBytes, uint64_t{4 * kMiB});  // only the first two
+    QCOMPARE(pool->stats().reusedBytes, uint64_t{4 * kMiB});
+    QCOMPARE(pool->pooledBytes(), uint64_t{0});
+    QCOMPARE(countOf(whole, 0xa1) + countOf(whole, 0xb2), 4 * kMiB);
+    QCOMPARE(countOf(whole, 0xa1), 2 * kMiB);
+    QCOMPARE(pool->stats().livePieces, uint64_t{2});
+    // Contiguous and writable end to end.
+    for (size_t i = 0; i < whole.size(); ++i) whole.data()[i] = static_cast<uint8_t>(i * 7);
+    for (size_t i = 0; i < whole.size(); i += 4093) QCOMPARE(whole.data()[i], static_cast<uint8_t>(i * 7));
+  }
+
+  void aLargerRunIsSplitAndTheRestStaysPooled() {
+    auto pool = PagePool::create();
+    { AlignedBuffer big = filled(*pool, 8 * kMiB, 0xc3); }
+    const AlignedBuffer three = pool->allocate(3 * kMiB);
+    QCOMPARE(countOf(three, 0xc3), 3 * kMiB);
+    QCOMPARE(pool->pooledBytes(), uint64_t{5 * kMiB});
+    const AlignedBuffer five = pool->allocate(5 * kMiB);  // the rest, exactly
+    QCOMPARE(countOf(five, 0xc3), 5 * kMiB);
+    QCOMPARE(pool->pooledBytes(), uint64_t{0});
+    QCOMPARE(pool->stats().freshBytes, uint64_t{8 * kMiB});
+  }
+
+  void whatThePoolLacksIsFresh() {
+    auto pool = PagePool::create();
+    { AlignedBuffer one = filled(*pool, kMiB, 0xd4); }
+    const AlignedBuffer three = pool->allocate(3 * kMiB);
+    QCOMPARE(countOf(three, 0xd4), kMiB);
+    QCOMPARE(countOf(three, 0), 2 * kMiB);  // fresh anonymous pages read as zero
+    QCOMPARE(pool->stats().reusedBytes, uint64_t{kMiB});
+    QCOMPARE(pool->stats().freshBytes, uint64_t{kMiB + 2 * kMiB});
+  }
+
+  void noMoreThanMaxPiecesPerBuffer() {
+    auto pool = PagePool::create();
+    {
+      std::vector<AlignedBuffer> pages;
+      for (int i = 0; i < 10; ++i) pages.push_back(filled(*pool, kPage, 0xe5));
+    }
+    QCOMPARE(pool->pooledBytes(), uint64_t{10 * kPage});
+    const AlignedBuffer ten = pool->allocate(10 * kPage);
+    QCOMPARE(pool->stats().livePieces, uint64_t{PagePool::kMaxPieces});
+    QCOMPARE(countOf(ten, 0xe5), (PagePool::kMaxPieces - 1) * kPage);
+    QCOMPARE(pool->pooledBytes(), uint64_t{(10 - (PagePool::kMaxPieces - 1)) * kPage});
+  }
+
+  void trimReturnsPagesSmallestFirst() {
+    auto pool = PagePool::create();
+    {
+      AlignedBuffer a = pool->allocate(kMiB), b = pool->allocate(2 * kMiB), c = pool->allocate(4 * kMiB);
+    }
+    QCOMPARE(pool->pooledBytes(), uint64_t{7 * kMiB});
+    pool->trim(5 * kMiB);  // 1 MiB then 2 MiB go
+    QCOMPARE(pool->pooledBytes(), uint64_t{4 * kMiB});
+    QCOMPARE(pool->stats().trimmedBytes, uint64_t{3 * kMiB});
+    pool->trim(4 * kMiB);  // already within: nothing
+    QCOMPARE(pool->pooledBytes(), uint64_t{4 * kMiB});
+    pool->trim(0);
+    QCOMPARE(pool->pooledBytes(), uint64_t{0});
+    QCOMPARE(pool->stats().trimmedBytes, uint64_t{7 * kMiB});
+  }
+
+  void aPoolBufferGrowsFromItsPool() {
+    auto pool = PagePool::create();
+    AlignedBuffer b = filled(*pool, kPage, 1);
+    b.reserve(4 * kPage);
+    QCOMPARE(b.size(), 4 * kPage);
+    // The larger buffer came from the pool (fresh: the old page was still held), the old page went back.
+    QCOMPARE(pool->stats().liveBuffers, uint64_t{1});
+    QCOMPARE(pool->stats().freshBytes, uint64_t{5 * kPage});
+    QCOMPARE(pool->pooledBytes(), uint64_t{kPage});
+    b.reserve(2 * kPage);  // never shrinks
+    QCOMPARE(b.size(), 4 * kPage);
+    b = AlignedBuffer();
+    QCOMPARE(pool->pooledBytes(), uint64_t{5 * kPage});
+  }
+
+  void buffersOutliveTheHandle() {
+    auto pool = PagePool::create();
+    AlignedBuffer b = filled(*pool, 2 * kPage, 9);
+    std::weak_ptr<PagePool> watch = pool;
+    pool.reset();
+    QVERIFY(!watch.expired());  // the buffer keeps it
+    QCOMPARE(countOf(b, 9), 2 * kPage);
+    b = AlignedBuffer();
+    QVERIFY(watch.expired());
+  }
+
+  // Label `threads`: also under TSan. Each thread fills its buffers with its own byte and checks it
+  // before freeing them: a page handed to two buffers at once would show another thread's byte.
+  void threadsAllocateAndFreeAtOnce() {
+    auto pool = PagePool::create();
+    std::atomic<int> corrupt{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&, t] {
+        std::mt19937 rng(static_cast<unsigned>(t + 1));
+        std::vector<AlignedBuffer> held;
+        const auto mark = static_cast<uint8_t>(0x10 + t);
+        for (int i = 0; i < 400; ++i) {
+          if (held.size() > 6 || (!held.empty() && rng() % 3 == 0)) {
+            const size_t k = rng() % held.size();
+            if (countOf(held[k], mark) != held[k].size()) ++corrupt;
+            held.erase(held.begin() + static_cast<std::ptrdiff_t>(k));
+          } else {
+            held.push_back(filled(*pool, (1 + rng() % 48) * kPage, mark));
+          }
+          if (i % 50 == 0) pool->trim(64 * kPage);
+        }
+        for (const AlignedBuffer& b : held)
+          if (countOf(b, mark) != b.size()) ++corrupt;
+      });
+    for (auto& t : threads) t.join();
+    QCOMPARE(corrupt.load(), 0);
+    const auto s = pool->stats();
+    QCOMPARE(s.liveBuffers, uint64_t{0});
+    QCOMPARE(s.livePieces, uint64_t{0});
+    QCOMPARE(s.freshBytes, s.pooledBytes + s.trimmedBytes);  // every page made is pooled or returned
+    QVERIFY(s.reusedBytes > 0);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestPagePool)
+#include "test_page_pool.moc"
