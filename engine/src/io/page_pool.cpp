@@ -41,7 +41,9 @@ AlignedBuffer PagePool::allocate(size_t bytes) {
   } else {
     start = mapFresh(n);
     size_t filled = 0;
-    const bool stitch = stats_.livePieces + kMaxPieces <= kMaxLivePieces;
+    // Every piece and every free run may be a mapping of its own: stitch only while both together
+    // stay under the limit.
+    const bool stitch = stats_.livePieces + free_.size() + kMaxPieces <= kMaxLivePieces;
     // Largest runs first (fewest pieces); a run larger than what is left is split.
     while (stitch && filled < n && static_cast<int>(pieces.size()) < kMaxPieces - 1 && !free_.empty()) {
       auto best = std::max_element(free_.begin(), free_.end(), [](const Run& a, const Run& b) { return a.bytes < b.bytes; });

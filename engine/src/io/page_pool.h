@@ -41,8 +41,8 @@ class PagePool : public std::enable_shared_from_this<PagePool> {
  public:
   static constexpr size_t kPageBytes = 4096;
   static constexpr int kMaxPieces = 4;  // runs stitched into one buffer (each is a mapping of its own)
-  // Beyond this many live pieces in all, buffers are one fresh mapping each (the kernel allows about
-  // 65,530 mappings per process; the rest of the program needs some too).
+  // Beyond this many live pieces and free runs in all, buffers are one fresh mapping each (the kernel
+  // allows about 65,530 mappings per process; the rest of the program needs some too).
   static constexpr uint64_t kMaxLivePieces = 24576;
 
   static std::shared_ptr<PagePool> create();
