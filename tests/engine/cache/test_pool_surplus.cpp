@@ -36,6 +36,13 @@ ExpertCache cacheWithSixInC(bool keepSurplus = true) {
   return cache;
 }
 
+// A new plan for the layer: F gets `fUnits` (room for `fExperts`), C nothing; then the capacities are enforced.
+void planAllF(ExpertCache& cache, uint64_t fUnits, int fExperts) {
+  cache.setCapacity(0, kF, fUnits * kUnit, fExperts);
+  cache.setCapacity(0, kC, 0, 0);
+  cache.enforceCapacities();
+}
+
 }  // namespace
 
 class TestPoolSurplus : public QObject {
@@ -45,18 +52,14 @@ class TestPoolSurplus : public QObject {
   void aShrunkPoolKeepsItsMembersWhileTheLayerFits() {
     ExpertCache cache = cacheWithSixInC();
     // The new plan: everything to F (20 units), C none. The layer's total (20) still holds the 18.
-    cache.setCapacity(0, kF, 20 * kUnit, 5);
-    cache.setCapacity(0, kC, 0, 0);
-    cache.enforceCapacities();
+    planAllF(cache, 20, 5);
     QCOMPARE(cache.residentCount(0, kC), 6);
     QCOMPARE(cache.usedBytes(0, kC), 18 * kUnit);
   }
 
   void anotherPoolsNewcomerEvictsSurplusLeastCountedFirst() {
     ExpertCache cache = cacheWithSixInC();
-    cache.setCapacity(0, kF, 20 * kUnit, 5);
-    cache.setCapacity(0, kC, 0, 0);
-    cache.enforceCapacities();
+    planAllF(cache, 20, 5);
     // Expert 7 comes to F with 4 units: 18 + 4 > 20, so one C member goes: expert 0, counted least.
     QVERIFY(cache.makeRoom(0, kF, 4 * kUnit, cache.count(0, 7), nullptr));
     QCOMPARE(cache.entry(0, 0).pool, cache::kNoPool);
@@ -76,9 +79,7 @@ class TestPoolSurplus : public QObject {
 
   void aPromotionTakesOnlySurplus() {
     ExpertCache cache = cacheWithSixInC();
-    cache.setCapacity(0, kF, 20 * kUnit, 5);
-    cache.setCapacity(0, kC, 0, 0);
-    cache.enforceCapacities();
+    planAllF(cache, 20, 5);
     // Expert 5 (in C, requested, so pinned by the runtime) moves to F: 4 units more in the layer.
     cache.entry(0, 5).pinned = true;
     QVERIFY(cache.makeLayerRoom(0, 4 * kUnit, nullptr));
@@ -102,9 +103,7 @@ class TestPoolSurplus : public QObject {
   void enforceCapacitiesFitsTheLayersTotal() {
     ExpertCache cache = cacheWithSixInC();
     // A budget shrink: the layer now has 10 units, all in F. C's surplus goes down to 9 units.
-    cache.setCapacity(0, kF, 10 * kUnit, 2);
-    cache.setCapacity(0, kC, 0, 0);
-    cache.enforceCapacities();
+    planAllF(cache, 10, 2);
     QCOMPARE(cache.residentCount(0, kC), 3);
     QCOMPARE(cache.entry(0, 5).pool, kC);  // the most counted stay
     QCOMPARE(cache.entry(0, 2).pool, cache::kNoPool);
@@ -114,9 +113,7 @@ class TestPoolSurplus : public QObject {
   void withoutSurplusAShrunkPoolIsEvictedAtOnce() {
     ExpertCache cache = cacheWithSixInC(false);
     QVERIFY(!cache.keepsSurplus());
-    cache.setCapacity(0, kF, 20 * kUnit, 5);
-    cache.setCapacity(0, kC, 0, 0);
-    cache.enforceCapacities();
+    planAllF(cache, 20, 5);
     QCOMPARE(cache.residentCount(0, kC), 0);
     QCOMPARE(cache.totalUsedBytes(), uint64_t{0});
   }
