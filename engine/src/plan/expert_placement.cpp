@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <tuple>
@@ -469,18 +470,45 @@ nlohmann::json placementToJson(const ExpertPlacement& p, const std::vector<std::
   return j;
 }
 
+namespace {
+
+// An integer within int's range: a float or a larger number (JSON allows any) is an error naming it,
+// never a conversion out of range.
+int intOf(const nlohmann::json& v, const std::string& what) {
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int>::max())) return static_cast<int>(v.get<uint64_t>());
+  } else if (v.is_number_integer()) {
+    const int64_t x = v.get<int64_t>();
+    if (x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max()) return static_cast<int>(x);
+  }
+  throw Error(what + ": " + v.dump() + " is not an integer in " + std::to_string(std::numeric_limits<int>::min()) + ".." +
+              std::to_string(std::numeric_limits<int>::max()));
+}
+
+std::vector<int> intsOf(const nlohmann::json& v, const std::string& what) {
+  if (!v.is_array()) throw Error(what + " must be an array of integers");
+  std::vector<int> out;
+  for (const auto& x : v) out.push_back(intOf(x, what));
+  return out;
+}
+
+}  // namespace
+
 ExpertPlacement placementFromJson(const nlohmann::json& j, const std::string& what, std::vector<std::string>* names) {
   ExpertPlacement p;
   try {
     if (!j.is_object() || !j.contains("experts_per_layer") || !j.contains("nodes"))
       throw Error(what + ": a placement needs \"experts_per_layer\" and \"nodes\"");
-    p.expertsPerLayer = j.at("experts_per_layer").get<std::vector<int>>();
+    p.expertsPerLayer = intsOf(j.at("experts_per_layer"), what + ": \"experts_per_layer\"");
     const auto& nodes = j.at("nodes");
     if (!nodes.is_array() || nodes.empty()) throw Error(what + ": \"nodes\" must be a non-empty array");
     for (size_t n = 0; n < nodes.size(); ++n) {
       const std::string name = nodes[n].value("name", "node " + std::to_string(n));
       if (names) names->push_back(name);
-      auto layers = nodes[n].at("layers").get<std::vector<std::vector<int>>>();
+      const auto& layersJson = nodes[n].at("layers");
+      if (!layersJson.is_array()) throw Error(what + ": node \"" + name + "\": \"layers\" must be an array");
+      std::vector<std::vector<int>> layers;
+      for (const auto& l : layersJson) layers.push_back(intsOf(l, what + ": node \"" + name + "\", a layer"));
       if (layers.size() != p.expertsPerLayer.size())
         throw Error(what + ": node \"" + name + "\" lists " + std::to_string(layers.size()) + " layers, experts_per_layer " +
                     std::to_string(p.expertsPerLayer.size()));
