@@ -188,15 +188,17 @@ bool ExpertCache::makeLayerRoom(int layer, uint64_t bytes, std::vector<TensorPar
 }
 
 uint64_t ExpertCache::layerUsedBytes(int layer) const {
+  if (global_) return usedBytes_[0];
   uint64_t sum = 0;
   for (int p = 0; p < 4; ++p) sum += usedBytes_[slot(layer, p)];
-  return global_ ? usedBytes_[0] : sum;
+  return sum;
 }
 
 uint64_t ExpertCache::layerCapacityBytes(int layer) const {
+  if (global_) return capacityBytes_[0];
   uint64_t sum = 0;
   for (int p = 0; p < 4; ++p) sum += capacityBytes_[slot(layer, p)];
-  return global_ ? capacityBytes_[0] : sum;
+  return sum;
 }
 
 std::optional<int> ExpertCache::pickSurplus(int layer, const std::array<uint64_t, 4>& freed) const {
@@ -206,10 +208,12 @@ std::optional<int> ExpertCache::pickSurplus(int layer, const std::array<uint64_t
     if (e.pool == kNoPool || e.pinned) continue;
     const size_t s = slot(layer, e.pool);
     if (usedBytes_[s] - freed[static_cast<size_t>(e.pool)] <= capacityBytes_[s]) continue;  // within its pool
-    const auto& b = best ? entries_[static_cast<size_t>(*best)] : e;
-    if (!best || counts_[static_cast<size_t>(i)] < counts_[static_cast<size_t>(*best)] ||
-        (counts_[static_cast<size_t>(i)] == counts_[static_cast<size_t>(*best)] && e.lastUsed < b.lastUsed))
+    if (!best) {
       best = i;
+      continue;
+    }
+    const uint64_t mine = counts_[static_cast<size_t>(i)], theirs = counts_[static_cast<size_t>(*best)];
+    if (mine < theirs || (mine == theirs && e.lastUsed < entries_[static_cast<size_t>(*best)].lastUsed)) best = i;
   }
   return best;
 }
