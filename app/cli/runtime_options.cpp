@@ -76,6 +76,7 @@ const std::vector<OptionSpec>& runtimeOptionSpecs() {
       {"--unfused-recovery", "", "recover every tensor before the model computes it (by default decoding computes from the split planes)"},
       {"--fresh-buffers", "", "allocate every buffer the cache keeps in fresh memory (by default freed buffers' pages are reused)"},
       {"--evict-on-shrink", "", "evict a pool a new plan shrinks at once (by default its members stay while the layer's memory holds them)"},
+      {"--no-prompt-plan", "", "plan a layer from the prior until it has 16 steps (by default a prompt of 16+ tokens plans it at prefill)"},
       {"--workers", "L", "decompression workers (1-256)"},
       {"--buffered", "", "page-cache reads instead of O_DIRECT"},
       {"--profile", "FILE", "the cost profile (default STORE/profile.json)"},
@@ -134,6 +135,10 @@ std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOpt
   }
   if (line.has("--evict-on-shrink")) {
     r.keepSurplus = false;
+    any = true;
+  }
+  if (line.has("--no-prompt-plan")) {
+    r.planFromPrompt = false;
     any = true;
   }
   if (line.has("--workers")) {

@@ -54,9 +54,10 @@ struct RuntimeStats {
   uint64_t layers = 0;
   uint64_t replans = 0;
   double lastReplanSeconds = 0;
-  // Layers the plan in force planned from their own activation history (the others, with fewer
-  // than 16 steps of it, from the prior).
+  // Layers the plan in force planned from their own activation history (16 steps or more).
   int layersPlannedFromHistory = 0;
+  // Layers it planned from the tokens of a prompt (RuntimeOptions::planFromPrompt).
+  int layersPlannedFromPrompt = 0;
   std::array<PoolState, kNumPools> pools{};  // FullTensor: pools[0] is its cache
   PoolMask poolMask = kAllPools;      // the pools of the plan in force
   uint64_t workingSetBytes = 0;       // staging + output slots

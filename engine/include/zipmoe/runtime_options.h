@@ -76,6 +76,10 @@ struct ActivationCounts {
   int layers = 0, experts = 0;
   std::vector<uint64_t> counts;  // [layer * experts + expert]
   std::vector<uint64_t> steps;   // [layer]
+  // Tokens routed to each expert, [layer * experts + expert]: a step of n tokens adds up to n. Kept
+  // by the runtime for the steps it ran (a prompt's prefill is one step of many tokens); empty when
+  // unknown (stored statistics keep only counts and steps).
+  std::vector<uint64_t> tokens;
 };
 
 struct RuntimeOptions {
@@ -105,6 +109,13 @@ struct RuntimeOptions {
   // fits (cache/expert_cache.h); room is taken from the surplus first, and a hit surplus member moves
   // to its new pool in memory. Off: the shrunk pool is evicted at once and its experts read again.
   bool keepSurplus = true;
+  // ZipMoE mode with planning: a layer with too little history of its own (fewer than 16 steps)
+  // plans from the tokens of the prompt it is prefilling, once they are 16 or more, at that layer
+  // and before its experts are placed: the prompt's most-routed experts go straight into the pools
+  // the plan ranks them for, instead of where the prior puts them (the prior's all-C split at high
+  // budgets, promoted to F one recovery at a time after 16 steps). Ranks break count ties by tokens.
+  // Off: the prior until 16 steps (for comparison).
+  bool planFromPrompt = true;
   int outputSlots = 3;             // recovered experts waiting for / used by the model
   int stagingSlots = 3;            // experts whose chunks are in flight at once
   // Speculative prefetch (ZipMoE mode): slots, each holding one expert's stored chunks (E + SM of

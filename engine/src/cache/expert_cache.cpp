@@ -1,6 +1,7 @@
 // ExpertCache (see expert_cache.h).
 #include "cache/expert_cache.h"
 
+#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -13,19 +14,26 @@ ExpertCache::ExpertCache(int layers, int experts, EvictionPolicy policy, bool gl
     : layers_(layers), experts_(experts), policy_(policy), global_(global), rng_(seed), keepSurplus_(keepSurplus && !global),
       counts_(static_cast<size_t>(layers) * static_cast<size_t>(experts), 0),
       steps_(static_cast<size_t>(layers), 0),
+      tokens_(counts_.size(), 0),
       entries_(counts_.size()),
       capacityBytes_(global ? 1 : static_cast<size_t>(layers) * 4, 0),
       usedBytes_(capacityBytes_.size(), 0),
       capacityExperts_(capacityBytes_.size(), 0),
       members_(capacityBytes_.size(), 0) {}
 
-void ExpertCache::recordActivations(int layer, const std::vector<int>& experts) {
-  for (int e : experts) ++counts_[index(layer, e)];
+void ExpertCache::recordActivations(int layer, const std::vector<int>& experts, const std::vector<int>& tokens) {
+  if (!tokens.empty() && tokens.size() != experts.size())
+    throw Error("recordActivations: " + std::to_string(tokens.size()) + " token counts for " +
+                std::to_string(experts.size()) + " experts");
+  for (size_t i = 0; i < experts.size(); ++i) {
+    ++counts_[index(layer, experts[i])];
+    tokens_[index(layer, experts[i])] += tokens.empty() ? 1 : static_cast<uint64_t>(std::max(tokens[i], 1));
+  }
   ++steps_[static_cast<size_t>(layer)];
 }
 
 ActivationCounts ExpertCache::activationCounts() const {
-  return ActivationCounts{layers_, experts_, counts_, steps_};
+  return ActivationCounts{layers_, experts_, counts_, steps_, tokens_};
 }
 
 void ExpertCache::setActivationCounts(const ActivationCounts& counts) {
@@ -36,6 +44,8 @@ void ExpertCache::setActivationCounts(const ActivationCounts& counts) {
                 std::to_string(experts_));
   counts_ = counts.counts;
   steps_ = counts.steps;
+  if (counts.tokens.size() == tokens_.size()) tokens_ = counts.tokens;
+  else std::fill(tokens_.begin(), tokens_.end(), 0);
   priorCounts_ = counts.counts;
   priorSteps_ = counts.steps;
 }
@@ -48,11 +58,11 @@ double ExpertCache::usageProbability(int layer, int expert) const {
 }
 
 int ExpertCache::rank(int layer, int expert) const {
-  const uint64_t mine = count(layer, expert);
+  const uint64_t mine = count(layer, expert), myTokens = tokens(layer, expert);
   int r = 0;
   for (int e = 0; e < experts_; ++e) {
-    const uint64_t c = count(layer, e);
-    if (c > mine || (c == mine && e < expert)) ++r;
+    const uint64_t c = count(layer, e), t = tokens(layer, e);
+    if (c > mine || (c == mine && (t > myTokens || (t == myTokens && e < expert)))) ++r;
   }
   return r;
 }
@@ -98,7 +108,7 @@ int ExpertCache::dispatch(int layer, int r, unsigned poolMask, int tolerance) co
 
 uint64_t ExpertCache::nextRandom() { return detail::splitmix64(rng_); }
 
-std::optional<int> ExpertCache::pickVictim(int layer, int pool, uint64_t newcomerCount) {
+std::optional<int> ExpertCache::pickVictim(int layer, int pool, Usage newcomer) {
   // Candidates: unpinned members of the slot.
   const int first = global_ ? 0 : layer * experts_;
   const int last = global_ ? layers_ * experts_ : first + experts_;
@@ -108,6 +118,7 @@ std::optional<int> ExpertCache::pickVictim(int layer, int pool, uint64_t newcome
       case EvictionPolicy::LeastFrequent:
       case EvictionPolicy::Lfu:
         if (counts_[ia] != counts_[ib]) return counts_[ia] < counts_[ib];
+        if (tokens_[ia] != tokens_[ib]) return tokens_[ia] < tokens_[ib];
         return a.lastUsed < b.lastUsed;
       case EvictionPolicy::Lru: return a.lastUsed < b.lastUsed;
       case EvictionPolicy::Fifo: return a.insertedAt < b.insertedAt;
@@ -149,11 +160,13 @@ std::optional<int> ExpertCache::pickVictim(int layer, int pool, uint64_t newcome
     }
     return unmarked[static_cast<size_t>(nextRandom() % unmarked.size())];
   }
-  if (policy_ == EvictionPolicy::LeastFrequent && counts_[static_cast<size_t>(*best)] >= newcomerCount) return std::nullopt;
+  if (policy_ == EvictionPolicy::LeastFrequent &&
+      Usage{counts_[static_cast<size_t>(*best)], tokens_[static_cast<size_t>(*best)]} >= newcomer)
+    return std::nullopt;
   return best;
 }
 
-bool ExpertCache::makeRoom(int layer, int pool, uint64_t bytes, uint64_t newcomerCount,
+bool ExpertCache::makeRoom(int layer, int pool, uint64_t bytes, Usage newcomer,
                            std::vector<TensorParts>* recycled, uint64_t otherReserved) {
   const size_t s = slot(layer, pool);
   if (bytes > capacityBytes_[s]) return false;
@@ -162,7 +175,7 @@ bool ExpertCache::makeRoom(int layer, int pool, uint64_t bytes, uint64_t newcome
   std::array<uint64_t, 4> freed{};
   const size_t p = global_ ? 0 : static_cast<size_t>(pool);
   while (usedBytes_[s] - freed[p] + bytes > capacityBytes_[s]) {
-    const auto v = pickVictim(layer, pool, newcomerCount);
+    const auto v = pickVictim(layer, pool, newcomer);
     if (!v) break;
     victims.push_back(*v);
     freed[p] += entries_[static_cast<size_t>(*v)].bytes;
@@ -212,7 +225,7 @@ std::optional<int> ExpertCache::pickSurplus(int layer, const std::array<uint64_t
       best = i;
       continue;
     }
-    const uint64_t mine = counts_[static_cast<size_t>(i)], theirs = counts_[static_cast<size_t>(*best)];
+    const Usage mine = usage(layer, i % experts_), theirs = usage(layer, *best % experts_);
     if (mine < theirs || (mine == theirs && e.lastUsed < entries_[static_cast<size_t>(*best)].lastUsed)) best = i;
   }
   return best;
@@ -256,7 +269,7 @@ void ExpertCache::enforceCapacities() {
     const int layer = global_ ? 0 : static_cast<int>(s / 4);
     const int pool = global_ ? 0 : static_cast<int>(s % 4);
     while (usedBytes_[s] > capacityBytes_[s]) {
-      const auto v = pickVictim(layer, pool, std::numeric_limits<uint64_t>::max());
+      const auto v = pickVictim(layer, pool, Usage{std::numeric_limits<uint64_t>::max(), 0});
       if (!v) break;  // only pinned members left: they go when unpinned (next boundary)
       evict(*v / experts_, *v % experts_);
     }

@@ -55,6 +55,13 @@ struct Entry {
   bool pinned = false;  // requested by the layer being executed: never evicted
 };
 
+// How much an expert of a layer is used: its count, and at an equal count its tokens (ranks and
+// LeastFrequent eviction order experts by this, greater first).
+struct Usage {
+  uint64_t count = 0, tokens = 0;
+  auto operator<=>(const Usage&) const = default;
+};
+
 class ExpertCache {
  public:
   // `global` = one pool shared by all layers (FullTensor baselines); else per-layer pools.
@@ -65,17 +72,22 @@ class ExpertCache {
   int experts() const { return experts_; }
   EvictionPolicy policy() const { return policy_; }
 
-  // Counts one activation of each listed expert (distinct) and one step of the layer.
-  void recordActivations(int layer, const std::vector<int>& experts);
+  // Counts one activation of each listed expert (distinct) and one step of the layer; tokens[i] is
+  // how many of the step's tokens experts[i] serves (one each when `tokens` is empty).
+  void recordActivations(int layer, const std::vector<int>& experts, const std::vector<int>& tokens = {});
   uint64_t count(int layer, int expert) const { return counts_[index(layer, expert)]; }
+  // Tokens routed to the expert in the steps recorded here (not in counts set from history).
+  uint64_t tokens(int layer, int expert) const { return tokens_[index(layer, expert)]; }
+  Usage usage(int layer, int expert) const { return {count(layer, expert), tokens(layer, expert)}; }
   uint64_t steps(int layer) const { return steps_[static_cast<size_t>(layer)]; }
   ActivationCounts activationCounts() const;
   // REQUIRES: matching shape. Also becomes the UsageProbability policy's prior.
   void setActivationCounts(const ActivationCounts& counts);
   // P(a step of the layer uses the expert) as UsageProbability ranks it (see the file comment).
   double usageProbability(int layer, int expert) const;
-  // 0-based rank of the expert in its layer: experts with a higher count, or an equal count and a
-  // lower id, come first.
+  // 0-based rank of the expert in its layer: experts with a higher count come first; at an equal
+  // count, those with more tokens (a prompt's prefill counts once per expert but routes many
+  // tokens), then the lower id.
   int rank(int layer, int expert) const;
 
   // Capacities of one layer's pools (or of the global pool: layer ignored, pool 0).
@@ -95,11 +107,11 @@ class ExpertCache {
   const Entry& entry(int layer, int expert) const { return entries_[index(layer, expert)]; }
 
   // Frees room for `bytes` in (layer, pool) by evicting unpinned members per the policy. With
-  // LeastFrequent, only members counted less often than `newcomerCount` may go. With surplus kept,
+  // LeastFrequent, only members used less than `newcomer` (Usage) may go. With surplus kept,
   // the layer's total must also hold `bytes` plus `otherReserved` (bytes promised to its other
   // pools): surplus goes first for that. Returns false (and evicts nothing) if it cannot. Evicted
   // buffers are appended to `recycled` for reuse.
-  bool makeRoom(int layer, int pool, uint64_t bytes, uint64_t newcomerCount, std::vector<TensorParts>* recycled,
+  bool makeRoom(int layer, int pool, uint64_t bytes, Usage newcomer, std::vector<TensorParts>* recycled,
                 uint64_t otherReserved = 0);
   // Room for `bytes` more in the layer's total by evicting surplus only (a resident expert moving to
   // a pool with free room). Without surplus kept: true iff the layer's total already holds them.
@@ -123,7 +135,7 @@ class ExpertCache {
   size_t slot(int layer, int pool) const {
     return global_ ? 0 : static_cast<size_t>(layer) * 4 + static_cast<size_t>(pool);
   }
-  std::optional<int> pickVictim(int layer, int pool, uint64_t newcomerCount);  // expert id (global: flat index)
+  std::optional<int> pickVictim(int layer, int pool, Usage newcomer);  // expert id (global: flat index)
   // The least counted unpinned member (then least recently used) of a pool holding more than its
   // capacity once `freed[pool]` is gone; a flat index.
   std::optional<int> pickSurplus(int layer, const std::array<uint64_t, 4>& freed) const;
@@ -138,7 +150,7 @@ class ExpertCache {
   bool global_;
   uint64_t rng_;
   bool keepSurplus_;
-  std::vector<uint64_t> counts_, steps_;
+  std::vector<uint64_t> counts_, steps_, tokens_;
   std::vector<uint64_t> priorCounts_, priorSteps_;  // UsageProbability's prior; empty = none
   std::vector<Entry> entries_;
   std::vector<uint64_t> capacityBytes_, usedBytes_;

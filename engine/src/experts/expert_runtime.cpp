@@ -195,9 +195,14 @@ class Runtime final : public ExpertRuntime {
       ev.lane = static_cast<uint8_t>(lanes().compute());
       trace_->record(ev);
     }
-    std::vector<int> ids;
-    for (const ExpertRequest& r : requests) ids.push_back(r.expert);
-    cache_->recordActivations(layer, ids);
+    std::vector<int> ids, tokens;
+    for (const ExpertRequest& r : requests) {
+      ids.push_back(r.expert);
+      tokens.push_back(r.tokens);
+    }
+    const bool waitsForPrompt = layerWaitsForPrompt(layer);
+    cache_->recordActivations(layer, ids, tokens);
+    if (waitsForPrompt) planLayerFromPrompt(layer);
     if (layer == 0) maybeScheduleReplan();
     ++useClock_;
 
@@ -353,6 +358,7 @@ class Runtime final : public ExpertRuntime {
       std::lock_guard lock(statsMutex_);
       stats_.lastReplanSeconds = plan.seconds;
       stats_.layersPlannedFromHistory = plan.historyLayers;
+      stats_.layersPlannedFromPrompt = plan.promptLayers;
       ++stats_.replans;
     }
     plan_ = std::move(plan);
@@ -364,6 +370,44 @@ class Runtime final : public ExpertRuntime {
     if (!pages_) return;
     const uint64_t used = workingSet_ + cache_->totalUsedBytes();
     pages_->trim(budget > used ? budget - used : 0);
+  }
+
+  // Whether the layer still plans from the prior but may plan from a prompt (planFromPrompt): the
+  // check comes before a step is recorded, so it costs only while a layer has few steps.
+  // REQUIRES: cacheMutex_ held.
+  bool layerWaitsForPrompt(int layer) const {
+    if (!options_.planFromPrompt || !options_.planning || options_.mode != OffloadMode::ZipMoE ||
+        cache_->steps(layer) >= experts::kMinHistorySteps)
+      return false;
+    return experts::frequencySource(cache_->activationCounts(), layer, sizes_.experts(), sizes_.topK(), true) ==
+           experts::FrequencySource::Prior;
+  }
+
+  // The step just recorded may have brought the layer a prompt's worth of tokens: the layer is
+  // re-planned from them now, on the model's thread, before its experts are placed (one layer's
+  // Algorithm 4: well under a millisecond). A failure leaves the plan in force, as a replan's does.
+  // REQUIRES: cacheMutex_ held.
+  void planLayerFromPrompt(int layer) {
+    ObservedCosts observed;
+    {
+      std::lock_guard lock(statsMutex_);
+      observed = stats_.observed;
+    }
+    try {
+      if (!strategy_->replanLayerFromPrompt(plan_, layer, plan_.budget - workingSet_, cache_->activationCounts(),
+                                            observed))
+        return;
+    } catch (const Error& e) {
+      std::lock_guard lock(statsMutex_);
+      ++stats_.planFailures;
+      stats_.lastPlanError = e.what();
+      return;
+    }
+    strategy_->applyPlan(*cache_, plan_, plan_.budget - workingSet_);
+    cache_->enforceCapacities();
+    trimPages(plan_.budget);
+    std::lock_guard lock(statsMutex_);
+    stats_.layersPlannedFromPrompt = plan_.promptLayers;
   }
 
   // Growing history is worth a new plan now and then. REQUIRES: cacheMutex_ held.

@@ -62,7 +62,7 @@ double FullTensorStrategy::buildJob(cache::ExpertCache& cache, const LayerReques
     ++counts.misses;
     uint64_t need = 0;
     for (int kind = 0; kind < kinds; ++kind) need += source_.tensor(layer, r.expert, kind).range.length;
-    const bool keep = cache.makeRoom(layer, 0, reserved + need, cache.count(layer, r.expert), &recycled);
+    const bool keep = cache.makeRoom(layer, 0, reserved + need, cache.usage(layer, r.expert), &recycled);
     if (keep) reserved += need;
     Keep& kp = kept.emplace_back();
     kp.expert = r.expert;

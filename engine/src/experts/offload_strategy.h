@@ -33,7 +33,8 @@ struct Plan {
   uint64_t budget = 0;
   PoolMask pools = kAllPools;
   double seconds = 0;  // time to compute it
-  int historyLayers = 0;  // layers planned from their own history (the rest from the prior)
+  int historyLayers = 0;  // layers planned from their own history
+  int promptLayers = 0;   // layers planned from a prompt's tokens (the rest from the prior)
 };
 
 // Parts of one requested expert that the cache keeps when its layer's batch ends.
@@ -78,6 +79,12 @@ class OffloadStrategy {
   // the operations' costs observed so far.
   virtual Plan plan(uint64_t poolBytes, PoolMask pools, const ActivationCounts& counts,
                     const ObservedCosts& observed) const = 0;
+  // Re-plans one layer of `plan` in place when the counts now give that layer a prompt to plan
+  // from (RuntimeOptions::planFromPrompt) and it had none; returns whether it did. The default: never.
+  virtual bool replanLayerFromPrompt(Plan& /*plan*/, int /*layer*/, uint64_t /*poolBytes*/,
+                                     const ActivationCounts& /*counts*/, const ObservedCosts& /*observed*/) const {
+    return false;
+  }
   // Sets the cache's capacities to the plan's. REQUIRES: the cache lock.
   virtual void applyPlan(cache::ExpertCache& cache, const Plan& plan, uint64_t poolBytes) const = 0;
   // Fills `job` and `kept` for one layer's requests and returns the makespan the scheduler predicts

@@ -6,6 +6,9 @@
 #include <initializer_list>
 #include <numeric>
 #include <span>
+#include <string>
+
+#include "zipmoe/error.h"
 
 namespace zipmoe::experts {
 
@@ -86,29 +89,76 @@ std::vector<double> normaliseFrequencies(std::vector<double> f, int k) {
   return f;
 }
 
-std::vector<std::vector<double>> layerFrequencies(const ActivationCounts& counts, int layers, int experts, int topK) {
-  std::vector<std::vector<double>> frequencies;
-  for (int l = 0; l < layers; ++l) {
-    const uint64_t steps = counts.steps[static_cast<size_t>(l)];
-    if (steps < kMinHistorySteps) {
-      frequencies.push_back(plan::priorRankFrequency(experts, topK));
-      continue;
+namespace {
+
+std::span<const uint64_t> layerRow(const std::vector<uint64_t>& perExpert, int layer, int experts) {
+  return {perExpert.data() + static_cast<size_t>(layer) * static_cast<size_t>(experts), static_cast<size_t>(experts)};
+}
+
+// Tokens routed through the layer: each token is routed to topK experts.
+uint64_t layerTokens(const ActivationCounts& counts, int layer, int experts, int topK) {
+  const auto row = layerRow(counts.tokens, layer, experts);
+  return std::accumulate(row.begin(), row.end(), uint64_t{0}) / static_cast<uint64_t>(std::max(topK, 1));
+}
+
+}  // namespace
+
+FrequencySource frequencySource(const ActivationCounts& counts, int layer, int experts, int topK, bool fromPrompt) {
+  if (counts.steps[static_cast<size_t>(layer)] >= kMinHistorySteps) return FrequencySource::History;
+  if (fromPrompt && counts.tokens.size() == counts.counts.size() &&
+      layerTokens(counts, layer, experts, topK) >= kMinPromptTokens)
+    return FrequencySource::Prompt;
+  return FrequencySource::Prior;
+}
+
+std::vector<double> layerFrequency(const ActivationCounts& counts, int layer, int experts, int topK, bool fromPrompt) {
+  std::vector<double> f;
+  switch (frequencySource(counts, layer, experts, topK, fromPrompt)) {
+    case FrequencySource::Prior: return plan::priorRankFrequency(experts, topK);
+    case FrequencySource::Prompt:
+      // The share of the tokens each expert serves: a token selects topK experts, so Σ f = topK.
+      return normaliseFrequencies(plan::rankFrequency(layerRow(counts.tokens, layer, experts),
+                                                      layerTokens(counts, layer, experts, topK), topK),
+                                  topK);
+    case FrequencySource::History: {
+      f = plan::rankFrequency(layerRow(counts.counts, layer, experts), counts.steps[static_cast<size_t>(layer)], topK);
+      const double mean = std::accumulate(f.begin(), f.end(), 0.0);
+      // Layers may see different k (batches): each is planned with its own Σ f.
+      const int k = std::clamp(static_cast<int>(std::lround(mean)), 1, experts);
+      return normaliseFrequencies(std::move(f), std::max(k, topK));
     }
-    std::span<const uint64_t> layerCounts(counts.counts.data() + static_cast<size_t>(l) * static_cast<size_t>(experts),
-                                          static_cast<size_t>(experts));
-    auto f = plan::rankFrequency(layerCounts, steps, topK);
-    const double mean = std::accumulate(f.begin(), f.end(), 0.0);
-    // Layers may see different k (batches): each is planned with its own Σ f.
-    const int k = std::clamp(static_cast<int>(std::lround(mean)), 1, experts);
-    frequencies.push_back(normaliseFrequencies(std::move(f), std::max(k, topK)));
   }
+  return f;
+}
+
+std::vector<std::vector<double>> layerFrequencies(const ActivationCounts& counts, int layers, int experts, int topK,
+                                                  bool fromPrompt) {
+  std::vector<std::vector<double>> frequencies;
+  for (int l = 0; l < layers; ++l) frequencies.push_back(layerFrequency(counts, l, experts, topK, fromPrompt));
   return frequencies;
 }
 
 std::vector<plan::LayerPlan> planPools(const PoolPlanInputs& in, double poolBytes, PoolMask pools,
                                        const ActivationCounts& counts) {
-  return plan::planModel(layerFrequencies(counts, in.layers, in.experts, in.topK), 0, pools, in.cost,
+  return plan::planModel(layerFrequencies(counts, in.layers, in.experts, in.topK, in.fromPrompt), 0, pools, in.cost,
                          in.bytesPerExpert, poolBytes, in.gridStep);
+}
+
+plan::LayerPlan planPoolsOfLayer(const PoolPlanInputs& in, double poolBytes, PoolMask pools,
+                                 const ActivationCounts& counts, int layer) {
+  plan::LayerPlanInput input;
+  input.f = layerFrequency(counts, layer, in.experts, in.topK, in.fromPrompt);
+  input.k = std::max(1, static_cast<int>(std::lround(std::accumulate(input.f.begin(), input.f.end(), 0.0))));
+  input.pools = pools;
+  input.cost = in.cost;
+  input.bytesPerExpert = in.bytesPerExpert;
+  input.budgetBytes = poolBytes / static_cast<double>(in.layers);
+  input.gridStep = in.gridStep;
+  try {
+    return plan::planLayer(input);
+  } catch (const Error& e) {
+    throw Error("layer " + std::to_string(layer) + ": " + e.what());
+  }
 }
 
 std::vector<plan::LayerPlan> fixedRatioPlan(const PoolPlanInputs& in, double poolBytes, PoolMask pools,

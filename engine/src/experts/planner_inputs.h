@@ -19,9 +19,22 @@ namespace zipmoe::experts {
 
 // A layer plans from the prior until it has this many steps of history.
 inline constexpr uint64_t kMinHistorySteps = 16;
+// ... or, with RuntimeOptions::planFromPrompt, until this many tokens routed through it (a prompt's
+// prefill is one step of many tokens).
+inline constexpr uint64_t kMinPromptTokens = 16;
+
+// Where a layer's rank frequencies come from.
+enum class FrequencySource : uint8_t {
+  Prior,    // too little of either: the Zipf-like prior
+  Prompt,   // fewer than kMinHistorySteps steps but kMinPromptTokens tokens: per token
+  History,  // kMinHistorySteps steps or more: per step
+};
+// The source for `layer` of these counts (Prompt only with `fromPrompt` and the counts' tokens).
+FrequencySource frequencySource(const ActivationCounts& counts, int layer, int experts, int topK, bool fromPrompt);
 
 struct PoolPlanInputs {
   int layers = 0, experts = 0, topK = 1;
+  bool fromPrompt = false;  // RuntimeOptions::planFromPrompt
   std::array<double, kNumPools> bytesPerExpert{};
   plan::CostModel cost;
   double gridStep = 0.05;
@@ -44,12 +57,19 @@ inline constexpr uint64_t kMinObservedOps = 8;
 plan::CostModel observedCostModel(plan::CostModel cost, const ObservedCosts& observed);
 // Rescales f (non-increasing, each ≤ 1) so that Σ f = k, keeping every value ≤ 1.
 std::vector<double> normaliseFrequencies(std::vector<double> f, int k);
-// Each layer's rank frequencies from the counts (the prior for a layer with too little history).
-std::vector<std::vector<double>> layerFrequencies(const ActivationCounts& counts, int layers, int experts, int topK);
+// One layer's rank frequencies from the counts, from the source frequencySource gives: the prior;
+// a prompt's tokens (the share of tokens routed to each expert); or the steps' counts.
+std::vector<double> layerFrequency(const ActivationCounts& counts, int layer, int experts, int topK, bool fromPrompt);
+// Each layer's rank frequencies (layerFrequency of every layer).
+std::vector<std::vector<double>> layerFrequencies(const ActivationCounts& counts, int layers, int experts, int topK,
+                                                  bool fromPrompt = false);
 
 // Algorithm 4 for every layer, each layer getting an equal share of `poolBytes`.
 std::vector<plan::LayerPlan> planPools(const PoolPlanInputs& in, double poolBytes, PoolMask pools,
                                        const ActivationCounts& counts);
+// Algorithm 4 for one layer, with its equal share of `poolBytes` (the same plan planPools gives it).
+plan::LayerPlan planPoolsOfLayer(const PoolPlanInputs& in, double poolBytes, PoolMask pools,
+                                 const ActivationCounts& counts, int layer);
 // The same split for every layer: `ratios` normalised over the enabled pools, capacities filling
 // the layer's share of `poolBytes` pool by pool.
 std::vector<plan::LayerPlan> fixedRatioPlan(const PoolPlanInputs& in, double poolBytes, PoolMask pools,

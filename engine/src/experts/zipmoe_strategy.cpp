@@ -39,6 +39,7 @@ ZipMoeStrategy::ZipMoeStrategy(const Store& store, const ExpertSizes& sizes, con
   // Decoding computes from the planes: no hit or miss is recovered (the plans are for decoding).
   if (options.fuseRecovery) planInputs_.cost.recover = 0;
   planInputs_.gridStep = options.gridStep;
+  planInputs_.fromPrompt = options.planFromPrompt;
   rawLayer_.assign(static_cast<size_t>(sizes.layers()), options.rawMisses == RawMisses::Always ? 1 : 0);
   rawInF_.assign(static_cast<size_t>(sizes.layers()) * static_cast<size_t>(sizes.experts()), 0);
 }
@@ -64,14 +65,33 @@ Plan ZipMoeStrategy::plan(uint64_t poolBytes, PoolMask pools, const ActivationCo
   inputs.cost = observedCostModel(inputs.cost, observed);
   p.layers = options_.planning ? planPools(inputs, static_cast<double>(poolBytes), pools, counts)
                                : fixedRatioPlan(planInputs_, static_cast<double>(poolBytes), pools, options_.fixedRatios);
-  for (auto& lp : p.layers) {
-    if (!raw_) lp.rawMisses = false;
-    else if (options_.rawMisses == RawMisses::Always) lp.rawMisses = true;
+  for (auto& lp : p.layers) settleRawMisses(lp);
+  for (int l = 0; l < sizes_.layers() && options_.planning; ++l) {
+    const FrequencySource from = frequencySource(counts, l, sizes_.experts(), sizes_.topK(), options_.planFromPrompt);
+    p.historyLayers += from == FrequencySource::History ? 1 : 0;
+    p.promptLayers += from == FrequencySource::Prompt ? 1 : 0;
   }
-  for (int l = 0; l < sizes_.layers() && options_.planning; ++l)
-    p.historyLayers += counts.steps[static_cast<size_t>(l)] >= kMinHistorySteps ? 1 : 0;
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return p;
+}
+
+bool ZipMoeStrategy::replanLayerFromPrompt(Plan& plan, int layer, uint64_t poolBytes, const ActivationCounts& counts,
+                                           const ObservedCosts& observed) const {
+  if (!options_.planning || !options_.planFromPrompt || plan.layers.size() != static_cast<size_t>(sizes_.layers()) ||
+      frequencySource(counts, layer, sizes_.experts(), sizes_.topK(), true) != FrequencySource::Prompt)
+    return false;
+  PoolPlanInputs inputs = planInputs_;
+  inputs.cost = observedCostModel(inputs.cost, observed);
+  plan::LayerPlan lp = planPoolsOfLayer(inputs, static_cast<double>(poolBytes), plan.pools, counts, layer);
+  settleRawMisses(lp);
+  plan.layers[static_cast<size_t>(layer)] = lp;
+  ++plan.promptLayers;
+  return true;
+}
+
+void ZipMoeStrategy::settleRawMisses(plan::LayerPlan& lp) const {
+  if (!raw_) lp.rawMisses = false;
+  else if (options_.rawMisses == RawMisses::Always) lp.rawMisses = true;
 }
 
 void ZipMoeStrategy::applyPlan(cache::ExpertCache& cache, const Plan& plan, uint64_t poolBytes) const {
@@ -111,7 +131,14 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
   std::vector<TensorParts> recycled;
   std::vector<sched::JobTask> rawTasks;  // appended after the scheduled tasks
   const bool rawLayer = rawLayer_[static_cast<size_t>(layer)] != 0;
-  for (const ExpertRequest& r : request.requests) {
+  // Best ranked first: the room this step's experts reserve in a pool goes to those the plan ranks
+  // for it (a prefill requests most of a layer's experts at once, and its most-routed ones may have
+  // any id).
+  std::vector<std::pair<int, const ExpertRequest*>> ranked;
+  for (const ExpertRequest& r : request.requests) ranked.emplace_back(cache.rank(layer, r.expert), &r);
+  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [rank, rp] : ranked) {
+    const ExpertRequest& r = *rp;
     const int idx = static_cast<int>(job.experts.size());
     sched::JobExpert je = startExpert(r, kinds, counts);
     cache::Entry& entry = cache.entry(layer, r.expert);
@@ -145,7 +172,7 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
     // pool its rank maps to cannot make room (its members are all used at least as often), the next
     // enabled pool below that has room keeps it instead of nothing: free capacity is never left
     // unused while an expert is dropped after use.
-    const int target = cache.dispatch(layer, cache.rank(layer, r.expert), request.activePools, options_.tolerance);
+    const int target = cache.dispatch(layer, rank, request.activePools, options_.tolerance);
     int keepPool = cache::kNoPool;
     bool rawRead = false;  // a raw read serves a miss kept nowhere or in F (C, S, E need the split parts)
     if (target != cache::kNoPool && (!resident || target < entry.pool)) {
@@ -173,7 +200,7 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
                                                     (need > entry.bytes ? need - entry.bytes : 0),
                                                 &recycled))
                      : cache.makeRoom(layer, pool, reserved[static_cast<size_t>(pool)] + need,
-                                      cache.count(layer, r.expert), &recycled, reservedElsewhere);
+                                      cache.usage(layer, r.expert), &recycled, reservedElsewhere);
         if (fits) {
           reserved[static_cast<size_t>(pool)] += need;
           keepPool = pool;

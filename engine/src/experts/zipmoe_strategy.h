@@ -38,6 +38,8 @@ class ZipMoeStrategy final : public OffloadStrategy {
   bool sharedCache() const override { return false; }
   Plan plan(uint64_t poolBytes, PoolMask pools, const ActivationCounts& counts,
             const ObservedCosts& observed) const override;
+  bool replanLayerFromPrompt(Plan& plan, int layer, uint64_t poolBytes, const ActivationCounts& counts,
+                             const ObservedCosts& observed) const override;
   void applyPlan(cache::ExpertCache& cache, const Plan& plan, uint64_t poolBytes) const override;
   double buildJob(cache::ExpertCache& cache, const LayerRequest& request, sched::LayerJob& job, std::vector<Keep>& kept,
                   JobCounts& counts) const override;
@@ -47,6 +49,8 @@ class ZipMoeStrategy final : public OffloadStrategy {
   // Turns the schedule of the job's tasks (Algorithm 1 or FIFO) into the executor's operation
   // lists; returns the simulated makespan.
   double order(sched::LayerJob& job) const;
+  // A layer plan's raw-miss choice as the options and the checkpoint allow.
+  void settleRawMisses(plan::LayerPlan& lp) const;
 
   const Store& store_;
   const ExpertSizes& sizes_;

@@ -30,7 +30,7 @@ ExpertCache cacheWithSixInC(bool keepSurplus = true) {
     for (int i = 0; i < 10 + e; ++i) cache.recordActivations(0, {e});
   cache.setCapacity(0, kC, 18 * kUnit, 6);
   for (int e = 0; e < 6; ++e) {
-    if (!cache.makeRoom(0, kC, 3 * kUnit, cache.count(0, e), nullptr)) qFatal("no room in C");
+    if (!cache.makeRoom(0, kC, 3 * kUnit, cache.usage(0, e), nullptr)) qFatal("no room in C");
     cache.insert(0, e, kC, partsOf(3 * kUnit), static_cast<uint64_t>(e));
   }
   return cache;
@@ -61,7 +61,7 @@ class TestPoolSurplus : public QObject {
     ExpertCache cache = cacheWithSixInC();
     planAllF(cache, 20, 5);
     // Expert 7 comes to F with 4 units: 18 + 4 > 20, so one C member goes: expert 0, counted least.
-    QVERIFY(cache.makeRoom(0, kF, 4 * kUnit, cache.count(0, 7), nullptr));
+    QVERIFY(cache.makeRoom(0, kF, 4 * kUnit, cache.usage(0, 7), nullptr));
     QCOMPARE(cache.entry(0, 0).pool, cache::kNoPool);
     QCOMPARE(cache.residentCount(0, kC), 5);
     cache.insert(0, 7, kF, partsOf(4 * kUnit), 10);
@@ -69,7 +69,7 @@ class TestPoolSurplus : public QObject {
     // go (1, 2, 3: 9 units).
     cache.setCapacity(0, kF, 12 * kUnit, 3);
     cache.setCapacity(0, kS, 8 * kUnit, 2);
-    QVERIFY(cache.makeRoom(0, kF, 4 * kUnit, 100, nullptr, 4 * kUnit));
+    QVERIFY(cache.makeRoom(0, kF, 4 * kUnit, cache::Usage{100, 0}, nullptr, 4 * kUnit));
     QCOMPARE(cache.entry(0, 1).pool, cache::kNoPool);
     QCOMPARE(cache.entry(0, 2).pool, cache::kNoPool);
     QCOMPARE(cache.entry(0, 3).pool, cache::kNoPool);
@@ -96,7 +96,7 @@ class TestPoolSurplus : public QObject {
     cache.setCapacity(0, kC, 0, 0);
     // Every C member is pinned (the layer being executed requested them): no room for 4 more.
     for (int e = 0; e < 6; ++e) cache.entry(0, e).pinned = true;
-    QVERIFY(!cache.makeRoom(0, kF, 4 * kUnit, 100, nullptr));
+    QVERIFY(!cache.makeRoom(0, kF, 4 * kUnit, cache::Usage{100, 0}, nullptr));
     QCOMPARE(cache.residentCount(0, kC), 6);
   }
 

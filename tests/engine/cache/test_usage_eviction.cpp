@@ -31,7 +31,7 @@ class TestUsageEviction : public QObject {
   void priorRanksNotLaterCounts() {
     ExpertCache cache(1, 4, EvictionPolicy::UsageProbability, false);
     // The prior: expert 0 is used at 90 % of steps, 1 at 50 %, 2 at 10 %, 3 never.
-    ActivationCounts prior{1, 4, {90, 50, 10, 0}, {100}};
+    ActivationCounts prior{1, 4, {90, 50, 10, 0}, {100}, {}};
     cache.setActivationCounts(prior);
     QCOMPARE(cache.usageProbability(0, 0), 0.9);
     // Observed since: expert 2 is used often. The prior still ranks it below 0 and 1.
@@ -41,11 +41,11 @@ class TestUsageEviction : public QObject {
     const uint64_t unit = 4096;
     cache.setCapacity(0, 0, 3 * unit, 3);
     for (int e = 0; e < 3; ++e) {
-      QVERIFY(cache.makeRoom(0, 0, unit, 0, nullptr));
+      QVERIFY(cache.makeRoom(0, 0, unit, cache::Usage{}, nullptr));
       cache.insert(0, e, 0, partsOf(unit), static_cast<uint64_t>(e));
     }
     // A fourth expert needs room: expert 2 (prior 10 %) goes, although it was counted most.
-    QVERIFY(cache.makeRoom(0, 0, unit, 0, nullptr));
+    QVERIFY(cache.makeRoom(0, 0, unit, cache::Usage{}, nullptr));
     QCOMPARE(cache.entry(0, 2).pool, cache::kNoPool);
     QCOMPARE(cache.entry(0, 0).pool, 0);
     QCOMPARE(cache.entry(0, 1).pool, 0);

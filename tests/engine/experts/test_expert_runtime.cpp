@@ -218,6 +218,43 @@ class TestExpertRuntime : public QObject {
     QCOMPARE(rt->stats().layersPlannedFromHistory, m.numLayers());
   }
 
+  // A prompt of 16 tokens or more plans each layer at its prefill, before the layer's experts are
+  // placed; without it (planFromPrompt off) the layers keep the prior until 16 steps. Either way the
+  // prompt's most-routed experts are kept where their rank puts them and are hits at the next step,
+  // and the tensors are the store's (runStream checks every one and the budget after every layer).
+  void aLongPromptPlansItsLayersAtPrefill() {
+    const Manifest& m = huffman_.opened->manifest();
+    const int k = static_cast<int>(m.config->value("num_experts_per_tok", 1));
+    zipmoe::testing::Stream prefill(1), decode(1);
+    for (int l = 0; l < m.numLayers(); ++l) {
+      // Every expert serves one token but two favourites of the layer serve 16·k each: Σ tokens / k ≥ 16.
+      const int a = (2 * l) % m.numExperts, b = (2 * l + 1) % m.numExperts;
+      std::vector<ExpertRequest> all;
+      for (int e = 0; e < m.numExperts; ++e) all.push_back({e, e == a || e == b ? 16 * k : 1, false});
+      prefill[0].push_back(all);
+      decode[0].push_back({{std::min(a, b), 1, true}, {std::max(a, b), 1, true}});
+    }
+    for (bool fromPrompt : {true, false}) {
+      RuntimeOptions o;
+      o.decompressWorkers = 2;
+      o.replanEverySteps = 1000;
+      o.planFromPrompt = fromPrompt;
+      o.budget = MemoryBudget::poolsForShare(0.5);
+      auto rt = open(huffman_, o);
+      runStream(huffman_, *rt, prefill);
+      QCOMPARE(rt->stats().layersPlannedFromPrompt, fromPrompt ? m.numLayers() : 0);
+      QCOMPARE(rt->activationCounts().tokens[static_cast<size_t>(1)], static_cast<uint64_t>(16 * k));  // layer 0's b
+      const RuntimeStats before = rt->stats();
+      runStream(huffman_, *rt, decode);
+      const RuntimeStats after = rt->stats();
+      // The favourites rank first (count ties broken by tokens), so they displace same-count
+      // experts the prefill placed before them: both are F hits (this small model's plans are all F).
+      QCOMPARE(after.hits[poolIndex(Pool::F)] - before.hits[poolIndex(Pool::F)], static_cast<uint64_t>(2 * m.numLayers()));
+      QCOMPARE(after.misses, before.misses);
+      QCOMPARE(after.planFailures, uint64_t{0});
+    }
+  }
+
   void everyCodecAndShardCount() {
     int index = 0;
     for (const char* codec : {"zstd", "lz4", "raw"}) {
