@@ -122,6 +122,37 @@ class TestPromptFrequencies : public QObject {
     QCOMPARE(g, experts::layerFrequencies(later, 2, kExperts, kTopK, false)[0]);
     QVERIFY(std::abs(sum(g) - kTopK) < 1e-9);
   }
+
+  // The one-layer plan the runtime makes at a prefill is the plan the whole-model planner gives that
+  // layer from the same counts; and a prompt's skew changes the split the prior gives.
+  void aLayersOwnPlanIsTheModelPlansLayer() {
+    ExpertCache cache(3, kExperts, EvictionPolicy::LeastFrequent, false);
+    cache.recordActivations(1, {0, 3, 5, 6}, {16, 14, 1, 1});  // layer 1: a 16-token prompt, two favourites
+    const ActivationCounts counts = cache.activationCounts();
+    experts::PoolPlanInputs in;
+    in.layers = 3;
+    in.experts = kExperts;
+    in.topK = kTopK;
+    in.fromPrompt = true;
+    in.bytesPerExpert = {3e6, 2e6, 1.5e6, 0.5e6};
+    in.cost.u = 1.4e-3;
+    in.cost.v = 0.3e-3;
+    in.cost.c = 0.25e-3;
+    in.cost.recover = 0.5e-3;
+    in.cost.threads = 2;
+    in.cost.shards = 4;
+    in.cost.tensorsPerExpert = 3;
+    const double poolBytes = 3 * 4 * 3e6;  // a layer's share: 4 experts in F
+    const auto model = experts::planPools(in, poolBytes, kAllPools, counts);
+    for (int l = 0; l < 3; ++l) {
+      const plan::LayerPlan one = experts::planPoolsOfLayer(in, poolBytes, kAllPools, counts, l);
+      QCOMPARE(one.capacity, model[static_cast<size_t>(l)].capacity);
+      QCOMPARE(one.ratio, model[static_cast<size_t>(l)].ratio);
+      QCOMPARE(one.expectedMakespan, model[static_cast<size_t>(l)].expectedMakespan);
+    }
+    QCOMPARE(model[0].capacity, model[2].capacity);  // both from the prior
+    QVERIFY(model[1].expectedMakespan != model[0].expectedMakespan);
+  }
 };
 
 QTEST_GUILESS_MAIN(TestPromptFrequencies)
