@@ -266,6 +266,12 @@ std::string describeRuntime(const ExpertRuntime& rt) {
   std::snprintf(buf, sizeof buf, "; %llu replans, last %.2f ms", static_cast<unsigned long long>(s.replans),
                 s.lastReplanSeconds * 1e3);
   out += buf;
+  if (!full && rt.options().planning) {  // where the plan in force got each layer's frequencies
+    const int layers = static_cast<int>(rt.activationCounts().steps.size());
+    std::snprintf(buf, sizeof buf, " (layers from history %d, prompt %d, prior %d)", s.layersPlannedFromHistory,
+                  s.layersPlannedFromPrompt, layers - s.layersPlannedFromHistory - s.layersPlannedFromPrompt);
+    out += buf;
+  }
   if (rt.options().prefetchSlots != 0) {
     const double demand = static_cast<double>(s.prefetchUsefulBytes + s.bytesRead);
     std::snprintf(buf, sizeof buf,

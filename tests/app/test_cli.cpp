@@ -334,6 +334,19 @@ class TestCli : public QObject {
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
     QCOMPARE(r.out, resident);  // bit-identical experts, the same greedy reply
     QVERIFY2(r.err.contains("zipmoe: budget") && r.err.contains("lower bound"), qPrintable(r.err));
+    {  // a prompt of 16+ tokens plans the layers at its prefill; --no-prompt-plan keeps the prior
+      const QStringList longPrompt = {"generate", path(tmp / "store"), "--raw", "--max-tokens", "2", "--temperature", "0",
+                                      "--budget", "60%", "--prompt",
+                                      "the quick brown fox jumps over the lazy dog while the cat sleeps by the warm fire "
+                                      "and the rain falls on the old stone roof of the quiet house"};
+      const Run planned = runCli(longPrompt);
+      QVERIFY2(planned.exitCode == 0, qPrintable(planned.err));
+      QVERIFY2(planned.err.contains("(layers from history 0, prompt ") && !planned.err.contains("prompt 0,"),
+               qPrintable(planned.err));
+      const Run prior = runCli(longPrompt + QStringList{"--no-prompt-plan"});
+      QVERIFY2(prior.exitCode == 0 && prior.err.contains("prompt 0, prior"), qPrintable(prior.err));
+      QCOMPARE(prior.out, planned.out);  // where experts live never changes the reply
+    }
     QFile traceJson(path(tmp / "t.json"));
     QVERIFY(traceJson.open(QIODevice::ReadOnly));
     QVERIFY(QJsonDocument::fromJson(traceJson.readAll()).object()["traceEvents"].toArray().size() > 10);
