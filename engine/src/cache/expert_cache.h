@@ -4,10 +4,11 @@
 // Per MoE layer and pool p ∈ {F, C, S, E} there is a byte capacity (from the plan) and an expert
 // capacity S_p. An expert is resident in at most one pool; its entry holds, per tensor, what that
 // pool keeps: F the BF16 tensor, C the E-chunks and the SM-chunk, S the SM-chunk, E the E-chunks.
-// Dispatch: an expert of observed rank r (by activation count in its layer, ties by lower id) goes to
-// the first enabled pool i with r < τ_i = Σ_{j ≤ i} S_j + δ, or nowhere (dropped after use).
+// Dispatch: an expert of observed rank r (by Usage in its layer: activation count, then tokens
+// routed to it, then lower id) goes to the first enabled pool i with r < τ_i = Σ_{j ≤ i} S_j + δ, or
+// nowhere (dropped after use).
 // Eviction from an overflowing pool picks a victim by the policy: LeastFrequent (ZipMoE: lowest
-// count; a newcomer never displaces a member counted at least as often), LRU, FIFO, LFU (lowest count,
+// Usage; a newcomer never displaces a member used at least as much), LRU, FIFO, LFU (lowest Usage,
 // no admission test), Marking (random unmarked member; all unmarked when every member is marked) or
 // UsageProbability (CoServe §4.3: lowest usage probability from the prior — the counts given by
 // setActivationCounts, frozen there — or, without one, from the counts so far; ties: the larger,
@@ -15,7 +16,7 @@
 // Surplus (per-layer pools, `keepSurplus`): a plan that shrinks a pool below what it holds (the first
 // history replan moving a layer from C to F, a smaller budget) does not evict at once. The pool's
 // members stay as surplus while the layer's total fits the layer's total capacity; room that
-// another pool (or a promotion) needs is taken from the surplus first, least counted first; a hit
+// another pool (or a promotion) needs is taken from the surplus first, least used first; a hit
 // surplus member can be promoted in memory. So a plan switch reads nothing again. Without it, each
 // pool is evicted down to its own capacity.
 // The FullTensor baselines use one global pool (layer −1 semantics: capacity shared by all layers).
@@ -136,7 +137,7 @@ class ExpertCache {
     return global_ ? 0 : static_cast<size_t>(layer) * 4 + static_cast<size_t>(pool);
   }
   std::optional<int> pickVictim(int layer, int pool, Usage newcomer);  // expert id (global: flat index)
-  // The least counted unpinned member (then least recently used) of a pool holding more than its
+  // The least used unpinned member (Usage, then least recently used) of a pool holding more than its
   // capacity once `freed[pool]` is gone; a flat index.
   std::optional<int> pickSurplus(int layer, const std::array<uint64_t, 4>& freed) const;
   // Chooses surplus victims (pinned while chosen, as pickVictim's callers do) until the layer's total
