@@ -95,7 +95,11 @@ class TestPrefetch : public QObject {
         RuntimeOptions o;
         o.pools = pools;
         o.decompressWorkers = 2;
-        o.replanEverySteps = 0;  // no background replans: the cache evolves the same in every run
+        // No plan changes mid-run — background replans, or a layer planning from its tokens once they
+        // number 16 (this stream's requests carry 1–3 tokens each): both price plans with the costs
+        // observed so far, which differ between runs. So the cache evolves the same in every run.
+        o.replanEverySteps = 0;
+        o.planFromPrompt = false;
         o.budget = MemoryBudget::poolsForShare(fraction);
         ActivationCounts offCounts;
         const RuntimeStats off = run(stream, o, 0, Guess::Right, &offCounts);
