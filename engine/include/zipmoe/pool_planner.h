@@ -134,5 +134,10 @@ LayerPlan planLayer(const LayerPlanInput& input);
 std::vector<LayerPlan> planModel(const std::vector<std::vector<double>>& layerFrequencies, int k, PoolMask pools,
                                  const CostModel& cost, const std::array<double, kNumPools>& bytesPerExpert,
                                  double totalBudgetBytes, double gridStep = 0.05);
+// One layer of planModel's result, planned alone: `f` is that layer's list, `layers` the model's
+// layer count (its share is totalBudgetBytes / layers); errors name the layer.
+LayerPlan planModelLayer(const std::vector<double>& f, int layer, int layers, int k, PoolMask pools, const CostModel& cost,
+                         const std::array<double, kNumPools>& bytesPerExpert, double totalBudgetBytes,
+                         double gridStep = 0.05);
 
 }  // namespace zipmoe::plan

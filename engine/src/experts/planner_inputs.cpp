@@ -6,9 +6,6 @@
 #include <initializer_list>
 #include <numeric>
 #include <span>
-#include <string>
-
-#include "zipmoe/error.h"
 
 namespace zipmoe::experts {
 
@@ -146,19 +143,8 @@ std::vector<plan::LayerPlan> planPools(const PoolPlanInputs& in, double poolByte
 
 plan::LayerPlan planPoolsOfLayer(const PoolPlanInputs& in, double poolBytes, PoolMask pools,
                                  const ActivationCounts& counts, int layer) {
-  plan::LayerPlanInput input;
-  input.f = layerFrequency(counts, layer, in.experts, in.topK, in.fromPrompt);
-  input.k = std::max(1, static_cast<int>(std::lround(std::accumulate(input.f.begin(), input.f.end(), 0.0))));
-  input.pools = pools;
-  input.cost = in.cost;
-  input.bytesPerExpert = in.bytesPerExpert;
-  input.budgetBytes = poolBytes / static_cast<double>(in.layers);
-  input.gridStep = in.gridStep;
-  try {
-    return plan::planLayer(input);
-  } catch (const Error& e) {
-    throw Error("layer " + std::to_string(layer) + ": " + e.what());
-  }
+  return plan::planModelLayer(layerFrequency(counts, layer, in.experts, in.topK, in.fromPrompt), layer, in.layers, 0,
+                              pools, in.cost, in.bytesPerExpert, poolBytes, in.gridStep);
 }
 
 std::vector<plan::LayerPlan> fixedRatioPlan(const PoolPlanInputs& in, double poolBytes, PoolMask pools,

@@ -500,33 +500,38 @@ LayerPlan planLayer(const LayerPlanInput& input) {
   return searchGrid(hits, input.k, input.pools, input.cost, input.bytesPerExpert, input.budgetBytes, input.gridStep);
 }
 
+LayerPlan planModelLayer(const std::vector<double>& f, int layer, int layers, int k, PoolMask pools, const CostModel& cost,
+                         const std::array<double, kNumPools>& bytesPerExpert, double totalBudgetBytes,
+                         double gridStep) {
+  LayerPlanInput input;
+  input.f = f;
+  input.k = k;
+  if (k <= 0) {  // the layer's own k: its expected number of selected experts per step
+    double sum = 0;
+    for (double x : f) sum += x;
+    input.k = std::max(1, static_cast<int>(std::lround(sum)));
+  }
+  input.pools = pools;
+  input.cost = cost;
+  input.bytesPerExpert = bytesPerExpert;
+  input.budgetBytes = totalBudgetBytes / static_cast<double>(layers);
+  input.gridStep = gridStep;
+  try {
+    return planLayer(input);
+  } catch (const Error& e) {
+    throw Error("layer " + std::to_string(layer) + ": " + e.what());
+  }
+}
+
 std::vector<LayerPlan> planModel(const std::vector<std::vector<double>>& layerFrequencies, int k, PoolMask pools,
                                  const CostModel& cost, const std::array<double, kNumPools>& bytesPerExpert,
                                  double totalBudgetBytes, double gridStep) {
   std::vector<LayerPlan> plans;
   plans.reserve(layerFrequencies.size());
-  if (layerFrequencies.empty()) return plans;
-  const double perLayer = totalBudgetBytes / static_cast<double>(layerFrequencies.size());
-  LayerPlanInput input;
-  input.k = k;
-  input.pools = pools;
-  input.cost = cost;
-  input.bytesPerExpert = bytesPerExpert;
-  input.budgetBytes = perLayer;
-  input.gridStep = gridStep;
-  for (size_t layer = 0; layer < layerFrequencies.size(); ++layer) {
-    input.f = layerFrequencies[layer];
-    if (k <= 0) {  // each layer's own k: its expected number of selected experts per step
-      double sum = 0;
-      for (double x : input.f) sum += x;
-      input.k = std::max(1, static_cast<int>(std::lround(sum)));
-    }
-    try {
-      plans.push_back(planLayer(input));
-    } catch (const Error& e) {
-      throw Error("layer " + std::to_string(layer) + ": " + e.what());
-    }
-  }
+  const int layers = static_cast<int>(layerFrequencies.size());
+  for (int layer = 0; layer < layers; ++layer)
+    plans.push_back(planModelLayer(layerFrequencies[static_cast<size_t>(layer)], layer, layers, k, pools, cost,
+                                   bytesPerExpert, totalBudgetBytes, gridStep));
   return plans;
 }
 
