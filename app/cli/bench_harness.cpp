@@ -154,6 +154,13 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
     s.options.keepSurplus = false;
     return s;
   }
+  // SYSTEM+own: each layer within its own share of the budget (RuntimeOptions::lendRoom off).
+  if (const size_t plus = text.rfind("+own"); plus != std::string::npos && plus + 4 == text.size() && plus > 0) {
+    BenchSystem s = parseBenchSystem(text.substr(0, plus), base, hf);
+    s.name = text;
+    s.options.lendRoom = false;
+    return s;
+  }
   // SYSTEM+prior: layers plan from the prior until 16 steps, not from the prompt (planFromPrompt off).
   if (const size_t plus = text.rfind("+prior"); plus != std::string::npos && plus + 6 == text.size() && plus > 0) {
     BenchSystem s = parseBenchSystem(text.substr(0, plus), base, hf);
@@ -218,7 +225,7 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
   }
   throw Error("unknown system '" + text +
               "' (resident, zipmoe, zipmoe-prefetch, zipmoe-prefetch:ORACLE_ACCURACY, zipmoe:POOLS e.g. zipmoe:FS, zipmoe-raw, zipmoe-raw:POOLS, zipmoe-raw-always[:POOLS], zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-unfused[:POOLS], zipmoe-lru, zipmoe-fifo, "
-              "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking; any of them +fresh, +evict, +prior)");
+              "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking; any of them +fresh, +evict, +prior, +own)");
 }
 
 struct BenchWorkload::Impl {

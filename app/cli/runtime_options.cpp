@@ -77,6 +77,7 @@ const std::vector<OptionSpec>& runtimeOptionSpecs() {
       {"--fresh-buffers", "", "allocate every buffer the cache keeps in fresh memory (by default freed buffers' pages are reused)"},
       {"--evict-on-shrink", "", "evict a pool a new plan shrinks at once (by default its members stay while the layer's memory holds them)"},
       {"--no-prompt-plan", "", "plan a layer from the prior until it has 16 steps (by default a prompt of 16+ tokens plans it at prefill)"},
+      {"--own-shares", "", "keep each layer within its own share of the budget (by default room a layer leaves unused is lent to the others)"},
       {"--workers", "L", "decompression workers (1-256)"},
       {"--buffered", "", "page-cache reads instead of O_DIRECT"},
       {"--profile", "FILE", "the cost profile (default STORE/profile.json)"},
@@ -139,6 +140,10 @@ std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOpt
   }
   if (line.has("--no-prompt-plan")) {
     r.planFromPrompt = false;
+    any = true;
+  }
+  if (line.has("--own-shares")) {
+    r.lendRoom = false;
     any = true;
   }
   if (line.has("--workers")) {
@@ -240,6 +245,10 @@ std::string describeRuntime(const ExpertRuntime& rt) {
                 mib(s.budgetBytes), 100.0 * static_cast<double>(s.budgetBytes) / static_cast<double>(rt.expertBytes()),
                 mib(rt.expertBytes()), mib(s.workingSetBytes), mib(s.heldBytes));
   out += buf;
+  if (!full && rt.options().lendRoom && rt.options().keepSurplus) {
+    std::snprintf(buf, sizeof buf, " (lent between layers %.1f MiB)", mib(s.lentBytes));
+    out += buf;
+  }
   const double acts = static_cast<double>(std::max<uint64_t>(1, s.activations));
   if (full) {
     std::snprintf(buf, sizeof buf, "; cache %.1f MiB, hit rate %.1f%%", mib(s.pools[0].capacityBytes),

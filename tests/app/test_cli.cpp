@@ -346,6 +346,11 @@ class TestCli : public QObject {
       const Run prior = runCli(longPrompt + QStringList{"--no-prompt-plan"});
       QVERIFY2(prior.exitCode == 0 && prior.err.contains("prompt 0, prior"), qPrintable(prior.err));
       QCOMPARE(prior.out, planned.out);  // where experts live never changes the reply
+      // Room is lent between layers by default; --own-shares keeps each layer within its share.
+      QVERIFY2(planned.err.contains("(lent between layers "), qPrintable(planned.err));
+      const Run own = runCli(longPrompt + QStringList{"--own-shares"});
+      QVERIFY2(own.exitCode == 0 && !own.err.contains("lent between layers"), qPrintable(own.err));
+      QCOMPARE(own.out, planned.out);
     }
     QFile traceJson(path(tmp / "t.json"));
     QVERIFY(traceJson.open(QIODevice::ReadOnly));

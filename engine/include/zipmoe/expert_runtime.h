@@ -65,6 +65,8 @@ struct RuntimeStats {
   uint64_t heldBytes = 0;             // pools + working set right now: ≤ budget whenever no layer
                                       // runs (a running layer's experts may exceed a budget that
                                       // shrank meanwhile until the layer ends)
+  // RuntimeOptions::lendRoom: what the layers hold beyond their own shares right now (inside heldBytes).
+  uint64_t lentBytes = 0;
   uint64_t droppedTraceEvents = 0;
   // RuntimeOptions::recyclePages: free pages held for reuse now (inside heldBytes), and of all the
   // bytes of kept buffers, those built from reused pages and those freshly mapped.

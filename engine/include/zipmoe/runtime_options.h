@@ -109,6 +109,12 @@ struct RuntimeOptions {
   // fits (cache/expert_cache.h); room is taken from the surplus first, and a hit surplus member moves
   // to its new pool in memory. Off: the shrunk pool is evicted at once and its experts read again.
   bool keepSurplus = true;
+  // ZipMoE mode with keepSurplus: the layers' shares of the budget bound the pools' total, not each
+  // layer. Room a layer leaves unused is lent: a newcomer takes it before anyone is evicted, an
+  // expert ranked beyond every pool is kept in it, and its owner takes it back (the least used
+  // surplus goes) when it needs it — one global pool's advantage when the layers route to unequal
+  // numbers of experts (cache/expert_cache.h). Off: each layer within its own share (for comparison).
+  bool lendRoom = true;
   // ZipMoE mode with planning: a layer with too little history of its own (fewer than 16 steps)
   // plans from the tokens of the prompt it is prefilling, once they are 16 or more, at that layer
   // and before its experts are placed: the prompt's most-routed experts go straight into the pools

@@ -10,8 +10,10 @@
 
 namespace zipmoe::cache {
 
-ExpertCache::ExpertCache(int layers, int experts, EvictionPolicy policy, bool global, uint64_t seed, bool keepSurplus)
+ExpertCache::ExpertCache(int layers, int experts, EvictionPolicy policy, bool global, uint64_t seed, bool keepSurplus,
+                         bool lendRoom)
     : layers_(layers), experts_(experts), policy_(policy), global_(global), rng_(seed), keepSurplus_(keepSurplus && !global),
+      lendRoom_(lendRoom && keepSurplus && !global),
       counts_(static_cast<size_t>(layers) * static_cast<size_t>(experts), 0),
       steps_(static_cast<size_t>(layers), 0),
       tokens_(counts_.size(), 0),
@@ -169,19 +171,21 @@ std::optional<int> ExpertCache::pickVictim(int layer, int pool, Usage newcomer) 
 bool ExpertCache::makeRoom(int layer, int pool, uint64_t bytes, Usage newcomer,
                            std::vector<TensorParts>* recycled, uint64_t otherReserved) {
   const size_t s = slot(layer, pool);
-  if (bytes > capacityBytes_[s]) return false;
+  // Room nobody uses, in this layer or (lent) in another: taken before anyone is evicted.
+  if (lendRoom_ && hasFreeRoom(bytes + otherReserved)) return true;
+  const uint64_t limit = keepSurplus_ ? std::max(capacityBytes_[s], usedBytes_[s]) : capacityBytes_[s];
+  if (bytes > limit) return false;
   // Choose the victims first so that a failed attempt evicts nothing.
   std::vector<int> victims;
-  std::array<uint64_t, 4> freed{};
-  const size_t p = global_ ? 0 : static_cast<size_t>(pool);
-  while (usedBytes_[s] - freed[p] + bytes > capacityBytes_[s]) {
+  Freed freed = noneFreed();
+  while (usedBytes_[s] - freed.slot[s] + bytes > limit) {
     const auto v = pickVictim(layer, pool, newcomer);
     if (!v) break;
     victims.push_back(*v);
-    freed[p] += entries_[static_cast<size_t>(*v)].bytes;
+    freed.add(s, entries_[static_cast<size_t>(*v)].bytes);
     entries_[static_cast<size_t>(*v)].pinned = true;  // exclude from the next pick
   }
-  bool ok = usedBytes_[s] - freed[p] + bytes <= capacityBytes_[s];
+  bool ok = usedBytes_[s] - freed.slot[s] + bytes <= limit;
   if (ok && keepSurplus_) ok = chooseSurplus(layer, bytes + otherReserved, victims, freed);
   for (int v : victims) entries_[static_cast<size_t>(v)].pinned = false;
   if (!ok) return false;
@@ -192,7 +196,7 @@ bool ExpertCache::makeRoom(int layer, int pool, uint64_t bytes, Usage newcomer,
 bool ExpertCache::makeLayerRoom(int layer, uint64_t bytes, std::vector<TensorParts>* recycled) {
   if (!keepSurplus_) return global_ || layerUsedBytes(layer) + bytes <= layerCapacityBytes(layer);
   std::vector<int> victims;
-  std::array<uint64_t, 4> freed{};
+  Freed freed = noneFreed();
   const bool ok = chooseSurplus(layer, bytes, victims, freed);
   for (int v : victims) entries_[static_cast<size_t>(v)].pinned = false;
   if (!ok) return false;
@@ -214,35 +218,68 @@ uint64_t ExpertCache::layerCapacityBytes(int layer) const {
   return sum;
 }
 
-std::optional<int> ExpertCache::pickSurplus(int layer, const std::array<uint64_t, 4>& freed) const {
+uint64_t ExpertCache::totalCapacityBytes() const {
+  uint64_t sum = 0;
+  for (uint64_t b : capacityBytes_) sum += b;
+  return sum;
+}
+
+bool ExpertCache::hasFreeRoom(uint64_t bytes) const { return totalUsedBytes() + bytes <= totalCapacityBytes(); }
+
+uint64_t ExpertCache::lentBytes() const {
+  if (global_) return 0;
+  uint64_t sum = 0;
+  for (int layer = 0; layer < layers_; ++layer) {
+    const uint64_t used = layerUsedBytes(layer), capacity = layerCapacityBytes(layer);
+    if (used > capacity) sum += used - capacity;
+  }
+  return sum;
+}
+
+uint64_t ExpertCache::freedInLayer(int layer, const Freed& freed) const {
+  uint64_t sum = 0;
+  for (int p = 0; p < 4; ++p) sum += freed.slot[slot(layer, p)];
+  return sum;
+}
+
+std::optional<int> ExpertCache::pickSurplus(int layer, const Freed& freed) const {
   std::optional<int> best;
-  for (int i = layer * experts_; i < (layer + 1) * experts_; ++i) {
-    const Entry& e = entries_[static_cast<size_t>(i)];
-    if (e.pool == kNoPool || e.pinned) continue;
-    const size_t s = slot(layer, e.pool);
-    if (usedBytes_[s] - freed[static_cast<size_t>(e.pool)] <= capacityBytes_[s]) continue;  // within its pool
-    if (!best) {
-      best = i;
-      continue;
+  const auto consider = [&](int l) {
+    for (int i = l * experts_; i < (l + 1) * experts_; ++i) {
+      const Entry& e = entries_[static_cast<size_t>(i)];
+      if (e.pool == kNoPool || e.pinned) continue;
+      const size_t s = slot(l, e.pool);
+      if (usedBytes_[s] - freed.slot[s] <= capacityBytes_[s]) continue;  // within its pool
+      if (!best) {
+        best = i;
+        continue;
+      }
+      const Entry& b = entries_[static_cast<size_t>(*best)];
+      const Usage mine = usage(l, i % experts_), theirs = usage(*best / experts_, *best % experts_);
+      if (mine < theirs || (mine == theirs && e.lastUsed < b.lastUsed)) best = i;
     }
-    const Usage mine = usage(layer, i % experts_), theirs = usage(layer, *best % experts_);
-    if (mine < theirs || (mine == theirs && e.lastUsed < entries_[static_cast<size_t>(*best)].lastUsed)) best = i;
+  };
+  for (int l = 0; l < layers_; ++l) {
+    const bool borrower = lendRoom_ && layerUsedBytes(l) - freedInLayer(l, freed) > layerCapacityBytes(l);
+    if (l == layer || layer < 0 || borrower) consider(l);
   }
   return best;
 }
 
-bool ExpertCache::chooseSurplus(int layer, uint64_t bytes, std::vector<int>& victims, std::array<uint64_t, 4>& freed) {
-  const uint64_t capacity = layerCapacityBytes(layer), used = layerUsedBytes(layer);
-  auto freedTotal = [&] { return freed[0] + freed[1] + freed[2] + freed[3]; };
-  while (used - freedTotal() + bytes > capacity) {
+bool ExpertCache::chooseSurplus(int layer, uint64_t bytes, std::vector<int>& victims, Freed& freed) {
+  const bool whole = lendRoom_ || layer < 0;
+  const uint64_t capacity = whole ? totalCapacityBytes() : layerCapacityBytes(layer);
+  const uint64_t used = whole ? totalUsedBytes() : layerUsedBytes(layer);
+  const auto gone = [&] { return whole ? freed.total : freedInLayer(layer, freed); };
+  while (used - gone() + bytes > capacity) {
     const auto v = pickSurplus(layer, freed);
     if (!v) break;
     victims.push_back(*v);
     Entry& e = entries_[static_cast<size_t>(*v)];
-    freed[static_cast<size_t>(e.pool)] += e.bytes;
+    freed.add(slot(*v / experts_, e.pool), e.bytes);
     e.pinned = true;
   }
-  return used - freedTotal() + bytes <= capacity;
+  return used - gone() + bytes <= capacity;
 }
 
 void ExpertCache::evictChosen(const std::vector<int>& victims, std::vector<TensorParts>* recycled) {
@@ -256,10 +293,11 @@ void ExpertCache::evictChosen(const std::vector<int>& victims, std::vector<Tenso
 
 void ExpertCache::enforceCapacities() {
   if (keepSurplus_) {
-    for (int layer = 0; layer < layers_; ++layer) {
+    // As far as unpinned surplus goes; the rest when unpinned. With room lent, the cache's total.
+    for (int layer = lendRoom_ ? -1 : 0; layer < (lendRoom_ ? 0 : layers_); ++layer) {
       std::vector<int> victims;
-      std::array<uint64_t, 4> freed{};
-      chooseSurplus(layer, 0, victims, freed);  // as far as unpinned surplus goes; the rest when unpinned
+      Freed freed = noneFreed();
+      chooseSurplus(layer, 0, victims, freed);
       for (int v : victims) entries_[static_cast<size_t>(v)].pinned = false;
       evictChosen(victims, nullptr);
     }

@@ -19,6 +19,13 @@
 // another pool (or a promotion) needs is taken from the surplus first, least used first; a hit
 // surplus member can be promoted in memory. So a plan switch reads nothing again. Without it, each
 // pool is evicted down to its own capacity.
+// Lent room (with surplus kept, `lendRoom`): the layers' shares bound the cache's total, not each
+// layer. A newcomer takes room that any layer leaves unused before it evicts anyone (its pool then
+// holds more than its capacity: surplus), an expert ranked beyond every pool is kept in free room
+// only (ExpertCache::hasFreeRoom), and when the total is full the room comes back from surplus: the
+// least used member of a pool over its capacity, in the layer that needs it or in a layer that holds
+// more than its share. So a layer that routes to more experts than its share holds borrows what a
+// layer routing to fewer leaves, as one global pool would, and gives it back when that layer needs it.
 // The FullTensor baselines use one global pool (layer −1 semantics: capacity shared by all layers).
 // Thread-safety: none — the runtime calls it from the model thread only (between layers).
 // Cost: rank O(experts); evictions O(pool members) each.
@@ -67,7 +74,7 @@ class ExpertCache {
  public:
   // `global` = one pool shared by all layers (FullTensor baselines); else per-layer pools.
   ExpertCache(int layers, int experts, EvictionPolicy policy, bool global, uint64_t seed = 0x5eed,
-              bool keepSurplus = false);
+              bool keepSurplus = false, bool lendRoom = false);
 
   int layers() const { return layers_; }
   int experts() const { return experts_; }
@@ -110,7 +117,11 @@ class ExpertCache {
   // Frees room for `bytes` in (layer, pool) by evicting unpinned members per the policy. With
   // LeastFrequent, only members used less than `newcomer` (Usage) may go. With surplus kept,
   // the layer's total must also hold `bytes` plus `otherReserved` (bytes promised to its other
-  // pools): surplus goes first for that. Returns false (and evicts nothing) if it cannot. Evicted
+  // pools): surplus goes first for that; and a pool that holds more than its capacity (a plan shrank
+  // it) is not evicted down to that capacity for a newcomer: it may not grow, so the newcomer
+  // replaces members (as few as make its room), and the pool shrinks as other pools take the
+  // layer's room from its surplus. With room lent, free room anywhere admits the newcomer first, and
+  // the cache's total (not the layer's) must hold what is reserved. Returns false (and evicts nothing) if it cannot. Evicted
   // buffers are appended to `recycled` for reuse.
   bool makeRoom(int layer, int pool, uint64_t bytes, Usage newcomer, std::vector<TensorParts>* recycled,
                 uint64_t otherReserved = 0);
@@ -119,9 +130,16 @@ class ExpertCache {
   bool makeLayerRoom(int layer, uint64_t bytes, std::vector<TensorParts>* recycled);
   uint64_t layerUsedBytes(int layer) const;
   uint64_t layerCapacityBytes(int layer) const;
+  uint64_t totalCapacityBytes() const;
   bool keepsSurplus() const { return keepSurplus_; }
+  bool lendsRoom() const { return lendRoom_; }
+  // Whether `bytes` more fit in room nobody uses (the cache's total capacity less what it holds).
+  bool hasFreeRoom(uint64_t bytes) const;
+  // Bytes the layers hold beyond their shares (Σ over layers of used − capacity, where positive).
+  uint64_t lentBytes() const;
   // Evicts until every layer is within its capacity (after a budget shrink or a plan switch): each
-  // pool within its own, or with surplus kept, each layer's total within its total.
+  // pool within its own, or with surplus kept, each layer's total within its total, or with room
+  // lent, the cache's total within its total (surplus goes, least used first).
   void enforceCapacities();
   // Records `parts` as the expert's entry in `pool` (replacing any previous entry; its bytes are
   // released). REQUIRES: room was made.
@@ -137,12 +155,25 @@ class ExpertCache {
     return global_ ? 0 : static_cast<size_t>(layer) * 4 + static_cast<size_t>(pool);
   }
   std::optional<int> pickVictim(int layer, int pool, Usage newcomer);  // expert id (global: flat index)
+  // What the victims chosen so far free: per slot, and in all.
+  struct Freed {
+    std::vector<uint64_t> slot;
+    uint64_t total = 0;
+    void add(size_t s, uint64_t bytes) {
+      slot[s] += bytes;
+      total += bytes;
+    }
+  };
+  Freed noneFreed() const { return Freed{std::vector<uint64_t>(usedBytes_.size(), 0), 0}; }
+  uint64_t freedInLayer(int layer, const Freed& freed) const;
   // The least used unpinned member (Usage, then least recently used) of a pool holding more than its
-  // capacity once `freed[pool]` is gone; a flat index.
-  std::optional<int> pickSurplus(int layer, const std::array<uint64_t, 4>& freed) const;
+  // capacity once `freed` is gone; a flat index. Where: `layer`, and with room lent, every layer that
+  // holds more than its share; layer −1: every layer.
+  std::optional<int> pickSurplus(int layer, const Freed& freed) const;
   // Chooses surplus victims (pinned while chosen, as pickVictim's callers do) until the layer's total
-  // holds `bytes` more; false if it cannot.
-  bool chooseSurplus(int layer, uint64_t bytes, std::vector<int>& victims, std::array<uint64_t, 4>& freed);
+  // (with room lent: the cache's total) holds `bytes` more; false if it cannot. Layer −1: the cache's
+  // total, surplus from every layer.
+  bool chooseSurplus(int layer, uint64_t bytes, std::vector<int>& victims, Freed& freed);
   void evictChosen(const std::vector<int>& victims, std::vector<TensorParts>* recycled);
   uint64_t nextRandom();
 
@@ -151,6 +182,7 @@ class ExpertCache {
   bool global_;
   uint64_t rng_;
   bool keepSurplus_;
+  bool lendRoom_;
   std::vector<uint64_t> counts_, steps_, tokens_;
   std::vector<uint64_t> priorCounts_, priorSteps_;  // UsageProbability's prior; empty = none
   std::vector<Entry> entries_;

@@ -124,7 +124,8 @@ class Runtime final : public ExpertRuntime {
     if (options_.traceCapacity > 0) trace_ = std::make_unique<TraceBuffer>(options_.traceCapacity);
     cache_ = std::make_unique<cache::ExpertCache>(sizes_.layers(), sizes_.experts(), options_.eviction,
                                                   strategy_->sharedCache(), 0x5eed,
-                                                  options_.keepSurplus && options_.mode == OffloadMode::ZipMoE);
+                                                  options_.keepSurplus && options_.mode == OffloadMode::ZipMoE,
+                                                  options_.lendRoom);
     if (options_.history) cache_->setActivationCounts(checkedShape(*options_.history));
     if (options_.recyclePages) pages_ = io::PagePool::create();
     stats_.observed = options_.observed ? *options_.observed : profile.observed;
@@ -288,6 +289,7 @@ class Runtime final : public ExpertRuntime {
     s.workingSetBytes = workingSet_;
     s.budgetBytes = plan_.budget;
     s.heldBytes = workingSet_ + cache_->totalUsedBytes();
+    s.lentBytes = cache_->lentBytes();
     if (pages_) {
       const io::PagePoolStats ps = pages_->stats();
       s.pooledPageBytes = ps.pooledBytes;

@@ -172,12 +172,21 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
     // pool its rank maps to cannot make room (its members are all used at least as often), the next
     // enabled pool below that has room keeps it instead of nothing: free capacity is never left
     // unused while an expert is dropped after use.
-    const int target = cache.dispatch(layer, rank, request.activePools, options_.tolerance);
+    int target = cache.dispatch(layer, rank, request.activePools, options_.tolerance);
+    // Ranked beyond every pool: with room lent, kept in the plan's last pool, in free room only.
+    bool freeRoomOnly = false;
+    if (target == cache::kNoPool && !resident && cache.lendsRoom())
+      for (int pool = 0; pool < kNumPools; ++pool)
+        if ((request.activePools & (1u << pool)) && cache.capacityExperts(layer, pool) > 0) {
+          target = pool;
+          freeRoomOnly = true;
+        }
     int keepPool = cache::kNoPool;
     bool rawRead = false;  // a raw read serves a miss kept nowhere or in F (C, S, E need the split parts)
     if (target != cache::kNoPool && (!resident || target < entry.pool)) {
       for (int pool = target; pool < kNumPools && (!resident || pool < entry.pool); ++pool) {
         if (!(request.activePools & (1u << pool))) continue;
+        if (freeRoomOnly && pool != target) break;
         const bool raw = rawLayer && !resident && pool == poolIndex(Pool::F);
         uint64_t need = 0;
         for (int kind = 0; kind < kinds; ++kind)
@@ -187,20 +196,24 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
         // (an F member has no C parts to fall back to), and that victim's next use would read it
         // again — the F↔C churn that left the budget half used at 75 % (docs/RUNTIME.md).
         // With surplus kept (a pool a plan shrank keeps its members while the layer's total fits),
-        // the layer's total must hold what this move adds: surplus goes for it.
+        // the layer's total must hold what this move adds: surplus goes for it. With room lent,
+        // room no layer uses is free room too.
         uint64_t reservedElsewhere = 0;
         for (int q = 0; q < kNumPools; ++q)
           if (q != pool) reservedElsewhere += reserved[static_cast<size_t>(q)];
+        const uint64_t grows = resident ? (need > entry.bytes ? need - entry.bytes : 0) : need;
         const bool fits =
-            resident ? cache.usedBytes(layer, pool) + reserved[static_cast<size_t>(pool)] + need <=
-                               cache.capacityBytes(layer, pool) &&
-                           (!cache.keepsSurplus() ||
-                            cache.makeLayerRoom(layer,
-                                                reserved[static_cast<size_t>(pool)] + reservedElsewhere +
-                                                    (need > entry.bytes ? need - entry.bytes : 0),
-                                                &recycled))
-                     : cache.makeRoom(layer, pool, reserved[static_cast<size_t>(pool)] + need,
-                                      cache.usage(layer, r.expert), &recycled, reservedElsewhere);
+            freeRoomOnly ? cache.hasFreeRoom(reserved[static_cast<size_t>(pool)] + reservedElsewhere + need)
+            : resident
+                ? (cache.lendsRoom() &&
+                   cache.hasFreeRoom(reserved[static_cast<size_t>(pool)] + reservedElsewhere + grows)) ||
+                      (cache.usedBytes(layer, pool) + reserved[static_cast<size_t>(pool)] + need <=
+                           cache.capacityBytes(layer, pool) &&
+                       (!cache.keepsSurplus() ||
+                        cache.makeLayerRoom(layer, reserved[static_cast<size_t>(pool)] + reservedElsewhere + grows,
+                                            &recycled)))
+                : cache.makeRoom(layer, pool, reserved[static_cast<size_t>(pool)] + need, cache.usage(layer, r.expert),
+                                 &recycled, reservedElsewhere);
         if (fits) {
           reserved[static_cast<size_t>(pool)] += need;
           keepPool = pool;

@@ -1,6 +1,7 @@
 // ExpertCache under a plan change, with surplus kept: a pool shrunk below what it holds keeps its
 // members as surplus while the layer's total fits; room another pool needs comes from that surplus
-// (least counted first) before anything else; a failed attempt evicts nothing; enforceCapacities
+// (least counted first) before anything else; a newcomer to a pool holding surplus replaces its least
+// counted member instead of evicting the pool down to its plan; a failed attempt evicts nothing; enforceCapacities
 // brings each layer's total, not each pool, within capacity; without surplus kept (and in the global
 // pool of the FullTensor baselines) a pool is still evicted down to its own capacity.
 #include <QtTest>
@@ -88,6 +89,34 @@ class TestPoolSurplus : public QObject {
     // No surplus can cover 40 units: nothing is evicted.
     QVERIFY(!cache.makeLayerRoom(0, 40 * kUnit, nullptr));
     QCOMPARE(cache.residentCount(0, kC), 5);
+  }
+
+  void aNewcomerToAShrunkPoolReplacesOneMember() {
+    ExpertCache cache = cacheWithSixInC();
+    // The new plan shrinks C to 2 experts (6 units) and gives F 14: C holds 18, 12 of them surplus.
+    cache.setCapacity(0, kF, 14 * kUnit, 3);
+    cache.setCapacity(0, kC, 6 * kUnit, 2);
+    cache.enforceCapacities();
+    QCOMPARE(cache.residentCount(0, kC), 6);
+    // Expert 7 (counted most) comes to C: it replaces C's least counted member (expert 0) and no
+    // more. Evicting C down to its planned 6 units would drop five experts that a later step would
+    // read again, while the layer's total (20) holds the 18.
+    QVERIFY(cache.makeRoom(0, kC, 3 * kUnit, cache.usage(0, 7), nullptr));
+    QCOMPARE(cache.entry(0, 0).pool, cache::kNoPool);
+    for (int e = 1; e < 6; ++e) QCOMPARE(cache.entry(0, e).pool, kC);
+    cache.insert(0, 7, kC, partsOf(3 * kUnit), 10);
+    QCOMPARE(cache.usedBytes(0, kC), 18 * kUnit);
+    // A surplus pool does not grow: a newcomer counted less than every member finds no room.
+    cache.setCapacity(0, kC, 6 * kUnit, 2);
+    QVERIFY(!cache.makeRoom(0, kC, 3 * kUnit, cache::Usage{1, 0}, nullptr));
+    QCOMPARE(cache.residentCount(0, kC), 6);
+  }
+
+  void withoutSurplusANewcomerEvictsDownToThePlan() {
+    ExpertCache cache = cacheWithSixInC(false);
+    cache.setCapacity(0, kC, 18 * kUnit, 6);
+    QVERIFY(cache.makeRoom(0, kC, 3 * kUnit, cache.usage(0, 7), nullptr));
+    QCOMPARE(cache.residentCount(0, kC), 5);  // room for one, as before
   }
 
   void aFailedAttemptEvictsNothing() {

@@ -255,6 +255,44 @@ class TestExpertRuntime : public QObject {
     }
   }
 
+  void roomALayerLeavesIsLentToAnother() {
+    const Manifest& m = huffman_.opened->manifest();
+    const int n = m.numExperts;
+    // Layer 0 routes to every expert in turn, the other layers to experts 0 and 1 only: three passes.
+    zipmoe::testing::Stream pass;
+    for (int s = 0; s < n / 2; ++s) {
+      std::vector<std::vector<ExpertRequest>> step;
+      step.push_back({{2 * s, 1, false}, {2 * s + 1, 1, false}});
+      for (int l = 1; l < m.numLayers(); ++l) step.push_back({{0, 1, false}, {1, 1, false}});
+      pass.push_back(step);
+    }
+    std::map<bool, uint64_t> misses, lent;
+    for (bool lend : {true, false}) {
+      RuntimeOptions o;
+      o.decompressWorkers = 2;
+      o.replanEverySteps = 1000;
+      o.planFromPrompt = false;  // one plan, the same in both runs (no mid-run plan priced with observed costs)
+      o.lendRoom = lend;
+      o.budget = MemoryBudget::poolsForShare(0.5);
+      auto rt = open(huffman_, o);
+      runStream(huffman_, *rt, pass);  // checks the tensors and heldBytes ≤ budget after every layer
+      const uint64_t before = rt->stats().misses;
+      runStream(huffman_, *rt, pass);
+      runStream(huffman_, *rt, pass);
+      misses[lend] = rt->stats().misses - before;
+      lent[lend] = rt->stats().lentBytes;
+      QVERIFY(rt->stats().heldBytes <= rt->stats().budgetBytes);
+    }
+    // Half the experts' bytes per layer cannot hold all of layer 0's; the room the other layers
+    // leave can, so after the first pass layer 0 reads (almost) nothing again.
+    QVERIFY2(misses[true] < misses[false],
+             (std::to_string(misses[true]) + " misses lent, " + std::to_string(misses[false]) + " own shares").c_str());
+    qInfo("misses after the first pass: %llu lent, %llu own shares", static_cast<unsigned long long>(misses[true]),
+          static_cast<unsigned long long>(misses[false]));
+    QVERIFY(lent[true] > 0);
+    QCOMPARE(lent[false], uint64_t{0});
+  }
+
   void everyCodecAndShardCount() {
     int index = 0;
     for (const char* codec : {"zstd", "lz4", "raw"}) {
