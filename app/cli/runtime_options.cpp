@@ -277,8 +277,9 @@ std::string describeRuntime(const ExpertRuntime& rt) {
   out += buf;
   if (!full && rt.options().planning) {  // where the plan in force got each layer's frequencies
     const int layers = static_cast<int>(rt.activationCounts().steps.size());
-    std::snprintf(buf, sizeof buf, " (layers from history %d, prompt %d, prior %d)", s.layersPlannedFromHistory,
-                  s.layersPlannedFromPrompt, layers - s.layersPlannedFromHistory - s.layersPlannedFromPrompt);
+    std::snprintf(buf, sizeof buf, " (layers from history %d (with the session's tokens %d), prompt %d, prior %d)",
+                  s.layersPlannedFromHistory, s.layersPlannedFromSession, s.layersPlannedFromPrompt,
+                  layers - s.layersPlannedFromHistory - s.layersPlannedFromPrompt);
     out += buf;
   }
   if (rt.options().prefetchSlots != 0) {

@@ -341,7 +341,8 @@ class TestCli : public QObject {
                                       "and the rain falls on the old stone roof of the quiet house"};
       const Run planned = runCli(longPrompt);
       QVERIFY2(planned.exitCode == 0, qPrintable(planned.err));
-      QVERIFY2(planned.err.contains("(layers from history 0, prompt ") && !planned.err.contains("prompt 0,"),
+      QVERIFY2(planned.err.contains("(layers from history 0 (with the session's tokens 0), prompt ") &&
+                   !planned.err.contains("prompt 0,"),
                qPrintable(planned.err));
       const Run prior = runCli(longPrompt + QStringList{"--no-prompt-plan"});
       QVERIFY2(prior.exitCode == 0 && prior.err.contains("prompt 0, prior"), qPrintable(prior.err));

@@ -58,6 +58,9 @@ struct RuntimeStats {
   int layersPlannedFromHistory = 0;
   // Layers it planned from the tokens of a prompt (RuntimeOptions::planFromPrompt).
   int layersPlannedFromPrompt = 0;
+  // Of the layers planned from history, those that blend in the session's tokens (16 or more routed
+  // through the layer since the counts were set; RuntimeOptions::planFromPrompt).
+  int layersPlannedFromSession = 0;
   std::array<PoolState, kNumPools> pools{};  // FullTensor: pools[0] is its cache
   PoolMask poolMask = kAllPools;      // the pools of the plan in force
   uint64_t workingSetBytes = 0;       // staging + output slots

@@ -17,6 +17,7 @@ ExpertCache::ExpertCache(int layers, int experts, EvictionPolicy policy, bool gl
       counts_(static_cast<size_t>(layers) * static_cast<size_t>(experts), 0),
       steps_(static_cast<size_t>(layers), 0),
       tokens_(counts_.size(), 0),
+      tokenSums_(static_cast<size_t>(layers), 0),
       entries_(counts_.size()),
       capacityBytes_(global ? 1 : static_cast<size_t>(layers) * 4, 0),
       usedBytes_(capacityBytes_.size(), 0),
@@ -29,7 +30,9 @@ void ExpertCache::recordActivations(int layer, const std::vector<int>& experts, 
                 std::to_string(experts.size()) + " experts");
   for (size_t i = 0; i < experts.size(); ++i) {
     ++counts_[index(layer, experts[i])];
-    tokens_[index(layer, experts[i])] += tokens.empty() ? 1 : static_cast<uint64_t>(std::max(tokens[i], 1));
+    const uint64_t t = tokens.empty() ? 1 : static_cast<uint64_t>(std::max(tokens[i], 1));
+    tokens_[index(layer, experts[i])] += t;
+    tokenSums_[static_cast<size_t>(layer)] += t;
   }
   ++steps_[static_cast<size_t>(layer)];
 }
@@ -48,6 +51,11 @@ void ExpertCache::setActivationCounts(const ActivationCounts& counts) {
   steps_ = counts.steps;
   if (counts.tokens.size() == tokens_.size()) tokens_ = counts.tokens;
   else std::fill(tokens_.begin(), tokens_.end(), 0);
+  for (int l = 0; l < layers_; ++l) {
+    uint64_t sum = 0;
+    for (int e = 0; e < experts_; ++e) sum += tokens_[index(l, e)];
+    tokenSums_[static_cast<size_t>(l)] = sum;
+  }
   priorCounts_ = counts.counts;
   priorSteps_ = counts.steps;
 }
@@ -62,11 +70,35 @@ double ExpertCache::usageProbability(int layer, int expert) const {
 int ExpertCache::rank(int layer, int expert) const {
   const uint64_t mine = count(layer, expert), myTokens = tokens(layer, expert);
   int r = 0;
+  const double w = blendWeight(layer);
+  if (w > 0) {
+    const uint64_t steps = steps_[static_cast<size_t>(layer)], sum = tokenSum(layer);
+    const double myValue = blend_.value(usage(layer, expert), steps, sum, w);
+    for (int e = 0; e < experts_; ++e) {
+      const double v = blend_.value(usage(layer, e), steps, sum, w);
+      const uint64_t t = tokens(layer, e);
+      if (v > myValue || (v == myValue && (t > myTokens || (t == myTokens && e < expert)))) ++r;
+    }
+    return r;
+  }
   for (int e = 0; e < experts_; ++e) {
     const uint64_t c = count(layer, e), t = tokens(layer, e);
     if (c > mine || (c == mine && (t > myTokens || (t == myTokens && e < expert)))) ++r;
   }
   return r;
+}
+
+double ExpertCache::blendWeight(int layer) const {
+  return global_ ? 0.0 : blend_.weight(steps_[static_cast<size_t>(layer)], tokenSum(layer));
+}
+
+bool ExpertCache::lessUsed(int la, Usage a, int lb, Usage b) const {
+  const double wa = blendWeight(la), wb = blendWeight(lb);
+  if (wa <= 0 && wb <= 0) return a < b;
+  const double va = blend_.value(a, steps_[static_cast<size_t>(la)], tokenSum(la), wa);
+  const double vb = blend_.value(b, steps_[static_cast<size_t>(lb)], tokenSum(lb), wb);
+  if (va != vb) return va < vb;
+  return a.tokens < b.tokens;
 }
 
 void ExpertCache::setCapacity(int layer, int pool, uint64_t bytes, int experts) {
@@ -117,7 +149,13 @@ std::optional<int> ExpertCache::pickVictim(int layer, int pool, Usage newcomer) 
   std::optional<int> best;
   auto better = [&](const Entry& a, size_t ia, const Entry& b, size_t ib) {
     switch (policy_) {
-      case EvictionPolicy::LeastFrequent:
+      case EvictionPolicy::LeastFrequent: {
+        const int la = static_cast<int>(ia) / experts_, lb = static_cast<int>(ib) / experts_;
+        const Usage ua{counts_[ia], tokens_[ia]}, ub{counts_[ib], tokens_[ib]};
+        if (lessUsed(la, ua, lb, ub)) return true;
+        if (lessUsed(lb, ub, la, ua)) return false;
+        return a.lastUsed < b.lastUsed;
+      }
       case EvictionPolicy::Lfu:
         if (counts_[ia] != counts_[ib]) return counts_[ia] < counts_[ib];
         if (tokens_[ia] != tokens_[ib]) return tokens_[ia] < tokens_[ib];
@@ -163,7 +201,8 @@ std::optional<int> ExpertCache::pickVictim(int layer, int pool, Usage newcomer) 
     return unmarked[static_cast<size_t>(nextRandom() % unmarked.size())];
   }
   if (policy_ == EvictionPolicy::LeastFrequent &&
-      Usage{counts_[static_cast<size_t>(*best)], tokens_[static_cast<size_t>(*best)]} >= newcomer)
+      !lessUsed(*best / experts_, Usage{counts_[static_cast<size_t>(*best)], tokens_[static_cast<size_t>(*best)]}, layer,
+                newcomer))
     return std::nullopt;
   return best;
 }
@@ -255,8 +294,9 @@ std::optional<int> ExpertCache::pickSurplus(int layer, const Freed& freed) const
         continue;
       }
       const Entry& b = entries_[static_cast<size_t>(*best)];
-      const Usage mine = usage(l, i % experts_), theirs = usage(*best / experts_, *best % experts_);
-      if (mine < theirs || (mine == theirs && e.lastUsed < b.lastUsed)) best = i;
+      const int bl = *best / experts_;
+      const Usage mine = usage(l, i % experts_), theirs = usage(bl, *best % experts_);
+      if (lessUsed(l, mine, bl, theirs) || (!lessUsed(bl, theirs, l, mine) && e.lastUsed < b.lastUsed)) best = i;
     }
   };
   for (int l = 0; l < layers_; ++l) {

@@ -5,8 +5,9 @@
 // capacity S_p. An expert is resident in at most one pool; its entry holds, per tensor, what that
 // pool keeps: F the BF16 tensor, C the E-chunks and the SM-chunk, S the SM-chunk, E the E-chunks.
 // Dispatch: an expert of observed rank r (by Usage in its layer: activation count, then tokens
-// routed to it, then lower id) goes to the first enabled pool i with r < τ_i = Σ_{j ≤ i} S_j + δ, or
-// nowhere (dropped after use).
+// routed to it, then lower id; in a layer whose history has the session's tokens blended in, by the
+// blended usage first, see SessionBlend) goes to the first enabled pool i with r < τ_i = Σ_{j ≤ i}
+// S_j + δ, or nowhere (dropped after use).
 // Eviction from an overflowing pool picks a victim by the policy: LeastFrequent (ZipMoE: lowest
 // Usage; a newcomer never displaces a member used at least as much), LRU, FIFO, LFU (lowest Usage,
 // no admission test), Marking (random unmarked member; all unmarked when every member is marked) or
@@ -70,6 +71,33 @@ struct Usage {
   auto operator<=>(const Usage&) const = default;
 };
 
+// The session's tokens blended into a layer's history (ZipMoE with planFromPrompt): once the layer
+// has `minSteps` steps of history and `minTokens` tokens or more have been routed through it since
+// the counts were set (the session: stored statistics carry no tokens), an expert's usage is
+//   w · (its share of the session's tokens) + (1 − w) · (its count per step),   w = n / (n + priorTokens)
+// with n the session's tokens through the layer (Σ tokens / topK): the history weighs as much as
+// `priorTokens` of the session's own tokens. The planner's rank frequencies (experts/planner_inputs.h)
+// and the cache's ranks and LeastFrequent eviction use the same value, so the pools the plan sizes
+// for a chat's experts hold that chat's experts. topK = 0: off (usage is the count, then the tokens).
+struct SessionBlend {
+  int topK = 0;
+  uint64_t minSteps = 16, minTokens = 16;
+  double priorTokens = 16;
+  // w for a layer with `steps` steps whose experts served `tokenSum` tokens in all (Σ tokens); 0 when
+  // not blended.
+  double weight(uint64_t steps, uint64_t tokenSum) const {
+    if (topK <= 0 || steps < minSteps || tokenSum < minTokens * static_cast<uint64_t>(topK)) return 0;
+    const double n = static_cast<double>(tokenSum) / topK;
+    return n / (n + priorTokens);
+  }
+  // An expert's blended usage (per step: Σ over a layer's experts ≈ topK).
+  double value(Usage u, uint64_t steps, uint64_t tokenSum, double w) const {
+    const double perStep = steps == 0 ? 0.0 : static_cast<double>(u.count) / static_cast<double>(steps);
+    if (w <= 0) return perStep;
+    return w * static_cast<double>(u.tokens) * topK / static_cast<double>(tokenSum) + (1 - w) * perStep;
+  }
+};
+
 class ExpertCache {
  public:
   // `global` = one pool shared by all layers (FullTensor baselines); else per-layer pools.
@@ -95,8 +123,17 @@ class ExpertCache {
   double usageProbability(int layer, int expert) const;
   // 0-based rank of the expert in its layer: experts with a higher count come first; at an equal
   // count, those with more tokens (a prompt's prefill counts once per expert but routes many
-  // tokens), then the lower id.
+  // tokens), then the lower id. In a layer whose session is blended (SessionBlend), by the blended
+  // usage first.
   int rank(int layer, int expert) const;
+  void setSessionBlend(const SessionBlend& blend) { blend_ = blend; }
+  const SessionBlend& sessionBlend() const { return blend_; }
+  // The layer's blend weight now (0: not blended) and Σ tokens of its experts.
+  double blendWeight(int layer) const;
+  uint64_t tokenSum(int layer) const { return tokenSums_[static_cast<size_t>(layer)]; }
+  // Whether `a` of layer `la` is used less than `b` of layer `lb` (ranks', LeastFrequent's order):
+  // by the blended usage where a layer is blended, else by count, then tokens.
+  bool lessUsed(int la, Usage a, int lb, Usage b) const;
 
   // Capacities of one layer's pools (or of the global pool: layer ignored, pool 0).
   void setCapacity(int layer, int pool, uint64_t bytes, int experts);
@@ -184,6 +221,8 @@ class ExpertCache {
   bool keepSurplus_;
   bool lendRoom_;
   std::vector<uint64_t> counts_, steps_, tokens_;
+  std::vector<uint64_t> tokenSums_;  // per layer: Σ tokens_
+  SessionBlend blend_;
   std::vector<uint64_t> priorCounts_, priorSteps_;  // UsageProbability's prior; empty = none
   std::vector<Entry> entries_;
   std::vector<uint64_t> capacityBytes_, usedBytes_;

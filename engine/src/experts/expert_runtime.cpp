@@ -127,6 +127,8 @@ class Runtime final : public ExpertRuntime {
                                                   options_.keepSurplus && options_.mode == OffloadMode::ZipMoE,
                                                   options_.lendRoom);
     if (options_.history) cache_->setActivationCounts(checkedShape(*options_.history));
+    if (options_.mode == OffloadMode::ZipMoE && options_.planning)
+      cache_->setSessionBlend(experts::sessionBlend(sizes_.topK(), options_.planFromPrompt));
     if (options_.recyclePages) pages_ = io::PagePool::create();
     stats_.observed = options_.observed ? *options_.observed : profile.observed;
     applyPlan(computePlan(budget, options_.pools, cache_->activationCounts()));
@@ -360,6 +362,7 @@ class Runtime final : public ExpertRuntime {
       std::lock_guard lock(statsMutex_);
       stats_.lastReplanSeconds = plan.seconds;
       stats_.layersPlannedFromHistory = plan.historyLayers;
+      stats_.layersPlannedFromSession = plan.sessionLayers;
       stats_.layersPlannedFromPrompt = plan.promptLayers;
       ++stats_.replans;
     }
@@ -374,13 +377,14 @@ class Runtime final : public ExpertRuntime {
     pages_->trim(budget > used ? budget - used : 0);
   }
 
-  // Whether the layer still plans from the prior but may plan from a prompt (planFromPrompt): the
-  // check comes before a step is recorded, so it costs only while a layer has few steps.
+  // Whether the layer still plans from the prior but may plan from a prompt, or from its history
+  // alone but may blend in the session's tokens (planFromPrompt): the check comes before a step is
+  // recorded. It costs a look at the layer's steps and token sum, and a copy of the counts only
+  // while a layer has fewer than kMinHistorySteps steps.
   // REQUIRES: cacheMutex_ held.
   bool layerWaitsForPrompt(int layer) const {
-    if (!options_.planFromPrompt || !options_.planning || options_.mode != OffloadMode::ZipMoE ||
-        cache_->steps(layer) >= experts::kMinHistorySteps)
-      return false;
+    if (!options_.planFromPrompt || !options_.planning || options_.mode != OffloadMode::ZipMoE) return false;
+    if (cache_->steps(layer) >= experts::kMinHistorySteps) return cache_->blendWeight(layer) <= 0;
     return experts::frequencySource(cache_->activationCounts(), layer, sizes_.experts(), sizes_.topK(), true) ==
            experts::FrequencySource::Prior;
   }
@@ -409,6 +413,8 @@ class Runtime final : public ExpertRuntime {
     cache_->enforceCapacities();
     trimPages(plan_.budget);
     std::lock_guard lock(statsMutex_);
+    stats_.layersPlannedFromHistory = plan_.historyLayers;
+    stats_.layersPlannedFromSession = plan_.sessionLayers;
     stats_.layersPlannedFromPrompt = plan_.promptLayers;
   }
 

@@ -34,6 +34,7 @@ struct Plan {
   PoolMask pools = kAllPools;
   double seconds = 0;  // time to compute it
   int historyLayers = 0;  // layers planned from their own history
+  int sessionLayers = 0;  // layers planned from their history blended with the session's tokens
   int promptLayers = 0;   // layers planned from a prompt's tokens (the rest from the prior)
 };
 
@@ -80,7 +81,8 @@ class OffloadStrategy {
   virtual Plan plan(uint64_t poolBytes, PoolMask pools, const ActivationCounts& counts,
                     const ObservedCosts& observed) const = 0;
   // Re-plans one layer of `plan` in place when the counts now give that layer a prompt to plan
-  // from (RuntimeOptions::planFromPrompt) and it had none; returns whether it did. The default: never.
+  // from (RuntimeOptions::planFromPrompt) and it had none, or the session's tokens to blend into its
+  // history; returns whether it did. The default: never.
   virtual bool replanLayerFromPrompt(Plan& /*plan*/, int /*layer*/, uint64_t /*poolBytes*/,
                                      const ActivationCounts& /*counts*/, const ObservedCosts& /*observed*/) const {
     return false;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <initializer_list>
 #include <numeric>
 #include <span>
@@ -100,8 +101,31 @@ uint64_t layerTokens(const ActivationCounts& counts, int layer, int experts, int
 
 }  // namespace
 
+cache::SessionBlend sessionBlend(int topK, bool fromPrompt) {
+  cache::SessionBlend blend;
+  blend.topK = fromPrompt ? topK : 0;
+  blend.minSteps = kMinHistorySteps;
+  blend.minTokens = kMinPromptTokens;
+  blend.priorTokens = kSessionPriorTokens;
+  return blend;
+}
+
+namespace {
+
+uint64_t layerTokenSum(const ActivationCounts& counts, int layer, int experts) {
+  if (counts.tokens.size() != counts.counts.size()) return 0;
+  const auto row = layerRow(counts.tokens, layer, experts);
+  return std::accumulate(row.begin(), row.end(), uint64_t{0});
+}
+
+}  // namespace
+
 FrequencySource frequencySource(const ActivationCounts& counts, int layer, int experts, int topK, bool fromPrompt) {
-  if (counts.steps[static_cast<size_t>(layer)] >= kMinHistorySteps) return FrequencySource::History;
+  const uint64_t steps = counts.steps[static_cast<size_t>(layer)];
+  if (steps >= kMinHistorySteps)
+    return sessionBlend(topK, fromPrompt).weight(steps, layerTokenSum(counts, layer, experts)) > 0
+               ? FrequencySource::Session
+               : FrequencySource::History;
   if (fromPrompt && counts.tokens.size() == counts.counts.size() &&
       layerTokens(counts, layer, experts, topK) >= kMinPromptTokens)
     return FrequencySource::Prompt;
@@ -117,6 +141,17 @@ std::vector<double> layerFrequency(const ActivationCounts& counts, int layer, in
       return normaliseFrequencies(plan::rankFrequency(layerRow(counts.tokens, layer, experts),
                                                       layerTokens(counts, layer, experts, topK), topK),
                                   topK);
+    case FrequencySource::Session: {
+      const cache::SessionBlend blend = sessionBlend(topK, true);
+      const uint64_t steps = counts.steps[static_cast<size_t>(layer)], sum = layerTokenSum(counts, layer, experts);
+      const double w = blend.weight(steps, sum);
+      const auto c = layerRow(counts.counts, layer, experts), t = layerRow(counts.tokens, layer, experts);
+      for (size_t e = 0; e < c.size(); ++e) f.push_back(std::min(1.0, blend.value({c[e], t[e]}, steps, sum, w)));
+      std::sort(f.begin(), f.end(), std::greater<>());
+      const double mean = std::accumulate(f.begin(), f.end(), 0.0);
+      const int k = std::clamp(static_cast<int>(std::lround(mean)), 1, experts);
+      return normaliseFrequencies(std::move(f), std::max(k, topK));
+    }
     case FrequencySource::History: {
       f = plan::rankFrequency(layerRow(counts.counts, layer, experts), counts.steps[static_cast<size_t>(layer)], topK);
       const double mean = std::accumulate(f.begin(), f.end(), 0.0);

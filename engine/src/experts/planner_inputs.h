@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cache/expert_cache.h"
 #include "zipmoe/pool_planner.h"
 #include "zipmoe/cost_profile.h"
 #include "zipmoe/pools.h"
@@ -23,13 +24,26 @@ inline constexpr uint64_t kMinHistorySteps = 16;
 // prefill is one step of many tokens).
 inline constexpr uint64_t kMinPromptTokens = 16;
 
+// ... and with a history, the history weighs as much as this many of the session's own tokens
+// (cache::SessionBlend): a 16-token prompt gets w = 0.8. Chosen on the Qwen8 trace with 100 prompts
+// of history (docs/RUNTIME.md "A chat's tokens blended into stored history"): 16 (w = 0.5) still
+// planned 75 % all C; 4 planned it mostly F. The trace replays each prompt's own distribution, so
+// it favours trusting the session; real chats drift, and this weight should be fitted on real
+// routing sequences (the demo model's router over held-out text) — not done yet.
+inline constexpr double kSessionPriorTokens = 4;
+
 // Where a layer's rank frequencies come from.
 enum class FrequencySource : uint8_t {
   Prior,    // too little of either: the Zipf-like prior
   Prompt,   // fewer than kMinHistorySteps steps but kMinPromptTokens tokens: per token
   History,  // kMinHistorySteps steps or more: per step
+  Session,  // History, and kMinPromptTokens tokens of the session (counted tokens) blended into it
 };
-// The source for `layer` of these counts (Prompt only with `fromPrompt` and the counts' tokens).
+// The blend the runtime uses (ranks, eviction and plans alike) for a model selecting topK experts
+// a token; with fromPrompt off, none.
+cache::SessionBlend sessionBlend(int topK, bool fromPrompt);
+// The source for `layer` of these counts (Prompt and Session only with `fromPrompt` and the counts'
+// tokens).
 FrequencySource frequencySource(const ActivationCounts& counts, int layer, int experts, int topK, bool fromPrompt);
 
 struct PoolPlanInputs {
@@ -58,7 +72,8 @@ plan::CostModel observedCostModel(plan::CostModel cost, const ObservedCosts& obs
 // Rescales f (non-increasing, each ≤ 1) so that Σ f = k, keeping every value ≤ 1.
 std::vector<double> normaliseFrequencies(std::vector<double> f, int k);
 // One layer's rank frequencies from the counts, from the source frequencySource gives: the prior;
-// a prompt's tokens (the share of tokens routed to each expert); or the steps' counts.
+// a prompt's tokens (the share of tokens routed to each expert); the steps' counts; or the session's
+// blend of the two (cache::SessionBlend::value of each expert).
 std::vector<double> layerFrequency(const ActivationCounts& counts, int layer, int experts, int topK, bool fromPrompt);
 // Each layer's rank frequencies (layerFrequency of every layer).
 std::vector<std::vector<double>> layerFrequencies(const ActivationCounts& counts, int layers, int experts, int topK,

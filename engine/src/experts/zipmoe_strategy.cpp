@@ -68,7 +68,8 @@ Plan ZipMoeStrategy::plan(uint64_t poolBytes, PoolMask pools, const ActivationCo
   for (auto& lp : p.layers) settleRawMisses(lp);
   for (int l = 0; l < sizes_.layers() && options_.planning; ++l) {
     const FrequencySource from = frequencySource(counts, l, sizes_.experts(), sizes_.topK(), options_.planFromPrompt);
-    p.historyLayers += from == FrequencySource::History ? 1 : 0;
+    p.historyLayers += from == FrequencySource::History || from == FrequencySource::Session ? 1 : 0;
+    p.sessionLayers += from == FrequencySource::Session ? 1 : 0;
     p.promptLayers += from == FrequencySource::Prompt ? 1 : 0;
   }
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -77,15 +78,17 @@ Plan ZipMoeStrategy::plan(uint64_t poolBytes, PoolMask pools, const ActivationCo
 
 bool ZipMoeStrategy::replanLayerFromPrompt(Plan& plan, int layer, uint64_t poolBytes, const ActivationCounts& counts,
                                            const ObservedCosts& observed) const {
-  if (!options_.planning || !options_.planFromPrompt || plan.layers.size() != static_cast<size_t>(sizes_.layers()) ||
-      frequencySource(counts, layer, sizes_.experts(), sizes_.topK(), true) != FrequencySource::Prompt)
+  if (!options_.planning || !options_.planFromPrompt || plan.layers.size() != static_cast<size_t>(sizes_.layers()))
     return false;
+  const FrequencySource from = frequencySource(counts, layer, sizes_.experts(), sizes_.topK(), true);
+  if (from != FrequencySource::Prompt && from != FrequencySource::Session) return false;
   PoolPlanInputs inputs = planInputs_;
   inputs.cost = observedCostModel(inputs.cost, observed);
   plan::LayerPlan lp = planPoolsOfLayer(inputs, static_cast<double>(poolBytes), plan.pools, counts, layer);
   settleRawMisses(lp);
   plan.layers[static_cast<size_t>(layer)] = lp;
-  ++plan.promptLayers;
+  if (from == FrequencySource::Prompt) ++plan.promptLayers;  // it was the prior's
+  else plan.sessionLayers = std::min(plan.sessionLayers + 1, plan.historyLayers);  // it was the history's alone
   return true;
 }
 
@@ -143,7 +146,7 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
     sched::JobExpert je = startExpert(r, kinds, counts);
     cache::Entry& entry = cache.entry(layer, r.expert);
     if (entry.pool == poolIndex(Pool::F)) {
-      ++counts.hits[static_cast<size_t>(poolIndex(Pool::F))];
+        ++counts.hits[static_cast<size_t>(poolIndex(Pool::F))];
       const bool fromRaw = rawInF_[static_cast<size_t>(layer * sizes_.experts() + r.expert)] != 0;
       for (int kind = 0; kind < kinds; ++kind) {
         // A raw read left the tensor inside the checkpoint's aligned read.

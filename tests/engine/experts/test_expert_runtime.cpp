@@ -255,6 +255,48 @@ class TestExpertRuntime : public QObject {
     }
   }
 
+  void aLongPromptBlendsIntoStoredHistory() {
+    const Manifest& m = huffman_.opened->manifest();
+    const int k = static_cast<int>(m.config->value("num_experts_per_tok", 1));
+    const int n = m.numExperts;
+    // Stored statistics (no tokens): 100 steps in which every expert but the layer's two favourites
+    // of this chat ran. The history alone ranks the favourites last.
+    ActivationCounts history{m.numLayers(), n, std::vector<uint64_t>(static_cast<size_t>(m.numLayers() * n), 100),
+                             std::vector<uint64_t>(static_cast<size_t>(m.numLayers()), 100), {}};
+    zipmoe::testing::Stream prefill(1), decode(1);
+    for (int l = 0; l < m.numLayers(); ++l) {
+      const int a = (2 * l) % n, b = (2 * l + 1) % n;
+      history.counts[static_cast<size_t>(l * n + a)] = history.counts[static_cast<size_t>(l * n + b)] = 0;
+      std::vector<ExpertRequest> all;
+      for (int e = 0; e < n; ++e) all.push_back({e, e == a || e == b ? 16 * k : 1, false});
+      prefill[0].push_back(all);
+      decode[0].push_back({{std::min(a, b), 1, true}, {std::max(a, b), 1, true}});
+    }
+    for (bool fromPrompt : {true, false}) {
+      RuntimeOptions o;
+      o.decompressWorkers = 2;
+      o.replanEverySteps = 1000;
+      o.planFromPrompt = fromPrompt;
+      o.history = history;
+      o.budget = MemoryBudget::poolsForShare(0.5);
+      auto rt = open(huffman_, o);
+      QCOMPARE(rt->stats().layersPlannedFromHistory, m.numLayers());
+      QCOMPARE(rt->stats().layersPlannedFromSession, 0);
+      runStream(huffman_, *rt, prefill);
+      // The prefill's tokens (≥ 16 a layer) are blended in at once, layer by layer.
+      QCOMPARE(rt->stats().layersPlannedFromSession, fromPrompt ? m.numLayers() : 0);
+      QCOMPARE(rt->stats().layersPlannedFromHistory, m.numLayers());
+      if (!fromPrompt) continue;
+      const RuntimeStats before = rt->stats();
+      runStream(huffman_, *rt, decode);
+      const RuntimeStats after = rt->stats();
+      // Blended, the favourites rank first: both are F hits (this small model's plans are all F).
+      QCOMPARE(after.hits[poolIndex(Pool::F)] - before.hits[poolIndex(Pool::F)], static_cast<uint64_t>(2 * m.numLayers()));
+      QCOMPARE(after.misses, before.misses);
+      QCOMPARE(after.planFailures, uint64_t{0});
+    }
+  }
+
   void roomALayerLeavesIsLentToAnother() {
     const Manifest& m = huffman_.opened->manifest();
     const int n = m.numExperts;

@@ -2,10 +2,12 @@
 // cache counts tokens beside steps and ranks count ties by tokens; a layer with fewer than 16 steps
 // plans from its tokens once they number 16 (per token, Σ f = k), from its steps' counts once it
 // has 16 steps, and from the prior before either; LeastFrequent eviction breaks count ties by tokens
-// too; stored statistics (no tokens) never plan from a prompt; token counts that do not match the
-// experts are an error naming both sizes.
+// too; stored statistics (no tokens) never plan from a prompt, but blend in the session's tokens once
+// 16 went through a layer; token counts that do not match the experts are an error naming both sizes.
 #include <QtTest>
 
+#include <algorithm>
+#include <functional>
 #include <numeric>
 #include <vector>
 
@@ -114,13 +116,84 @@ class TestPromptFrequencies : public QObject {
     QCOMPARE(experts::layerFrequency(counts, 1, kExperts, kTopK, true), plan::priorRankFrequency(kExperts, kTopK));
     QCOMPARE(experts::layerFrequency(counts, 0, kExperts, kTopK, false), plan::priorRankFrequency(kExperts, kTopK));
 
-    // 16 steps of one token each: the steps' counts take over (expert 7 in every step).
+    // 16 steps of one token each: the steps' counts take over (expert 7 in every step), blended
+    // with the session's tokens when planning from prompts; alone without.
     for (int s = 0; s < 15; ++s) cache.recordActivations(0, {7, s % 2 ? 3 : 4});
     const ActivationCounts later = cache.activationCounts();
-    QCOMPARE(experts::frequencySource(later, 0, kExperts, kTopK, true), FrequencySource::History);
-    const std::vector<double> g = experts::layerFrequency(later, 0, kExperts, kTopK, true);
+    QCOMPARE(experts::frequencySource(later, 0, kExperts, kTopK, true), FrequencySource::Session);
+    QCOMPARE(experts::frequencySource(later, 0, kExperts, kTopK, false), FrequencySource::History);
+    const std::vector<double> g = experts::layerFrequency(later, 0, kExperts, kTopK, false);
     QCOMPARE(g, experts::layerFrequencies(later, 2, kExperts, kTopK, false)[0]);
     QVERIFY(std::abs(sum(g) - kTopK) < 1e-9);
+    QVERIFY(std::abs(sum(experts::layerFrequency(later, 0, kExperts, kTopK, true)) - kTopK) < 1e-9);
+  }
+
+  // A layer with history (stored statistics carry no tokens) blends in the session's tokens once 16
+  // or more went through it: w = n / (n + kSessionPriorTokens) for n tokens. Ranks, LeastFrequent
+  // eviction and the planner's frequencies follow the blend, so a chat's own experts outrank those
+  // the history counts more often.
+  void aHistoryBlendsInTheSessionsTokens() {
+    ExpertCache cache(1, kExperts, EvictionPolicy::LeastFrequent, false);
+    const cache::SessionBlend blend = experts::sessionBlend(kTopK, true);
+    QCOMPARE(experts::sessionBlend(kTopK, false).topK, 0);  // off without prompts
+    cache.setSessionBlend(blend);
+    // Stored history: 100 steps, experts 0 and 1 in every one.
+    ActivationCounts history{1, kExperts, std::vector<uint64_t>(kExperts, 0), {100}, {}};
+    history.counts[0] = history.counts[1] = 100;
+    cache.setActivationCounts(history);
+    QCOMPARE(cache.blendWeight(0), 0.0);
+    QCOMPARE(experts::frequencySource(cache.activationCounts(), 0, kExperts, kTopK, true), FrequencySource::History);
+    QCOMPARE(cache.rank(0, 0), 0);
+    // A 15-token prompt: not yet (30 routed of the 32 that 16 tokens route).
+    cache.recordActivations(0, {5, 6}, {15, 15});
+    QCOMPARE(cache.blendWeight(0), 0.0);
+    QCOMPARE(cache.rank(0, 5), 2);
+    // One more token: 16 tokens, w = 16 / (16 + kSessionPriorTokens).
+    cache.recordActivations(0, {5, 7}, {1, 1});
+    const double w = 16 / (16 + experts::kSessionPriorTokens), steps = 102, tokens = 32;
+    QCOMPARE(cache.blendWeight(0), w);
+    const ActivationCounts counts = cache.activationCounts();
+    QCOMPARE(experts::frequencySource(counts, 0, kExperts, kTopK, true), FrequencySource::Session);
+    QCOMPARE(experts::frequencySource(counts, 0, kExperts, kTopK, false), FrequencySource::History);
+    // Each expert's blended usage, by the formula; the cache ranks by it (ties: tokens, then id).
+    const auto value = [&](uint64_t count, uint64_t toks) {
+      return w * static_cast<double>(toks) * kTopK / tokens + (1 - w) * static_cast<double>(count) / steps;
+    };
+    const std::vector<double> v = {value(100, 0), value(100, 0), 0, 0, 0, value(2, 16), value(1, 15), value(1, 1)};
+    for (int e = 0; e < kExperts; ++e) {
+      int expected = 0;
+      for (int o = 0; o < kExperts; ++o)
+        expected += v[static_cast<size_t>(o)] > v[static_cast<size_t>(e)] ||
+                    (v[static_cast<size_t>(o)] == v[static_cast<size_t>(e)] &&
+                     (cache.tokens(0, o) > cache.tokens(0, e) || (cache.tokens(0, o) == cache.tokens(0, e) && o < e)));
+      QCOMPARE(cache.rank(0, e), expected);
+    }
+    QCOMPARE(cache.rank(0, 5), 0);  // the session's favourite leads
+    const std::vector<double> f = experts::layerFrequency(counts, 0, kExperts, kTopK, true);
+    QVERIFY(std::abs(sum(f) - kTopK) < 1e-9);
+    std::vector<double> sorted = v;
+    std::sort(sorted.begin(), sorted.end(), std::greater<>());
+    QVERIFY(std::abs(f[0] / f[1] - sorted[0] / sorted[1]) < 1e-9);  // normalised together: ratios stay
+    // The history alone ranks the session's favourite below experts 0 and 1.
+    ExpertCache alone(1, kExperts, EvictionPolicy::LeastFrequent, false);
+    alone.setActivationCounts(history);
+    alone.recordActivations(0, {5, 6}, {15, 15});
+    alone.recordActivations(0, {5, 7}, {1, 1});
+    QCOMPARE(alone.rank(0, 5), 2);
+
+    // LeastFrequent by the blend: a pool holding experts 1 and 6 admits expert 5 in place of the
+    // one blended lower, and not expert 7 (blended below both).
+    const int lower = v[1] < v[6] ? 1 : 6, higher = lower == 1 ? 6 : 1;
+    cache.setCapacity(0, 0, 2 * 4096, 2);
+    for (int e : {1, 6}) {
+      std::vector<cache::TensorParts> parts(1);
+      parts[0].full = io::AlignedBuffer(4096);
+      cache.insert(0, e, 0, std::move(parts), 1);
+    }
+    QVERIFY(!cache.makeRoom(0, 0, 4096, cache.usage(0, 7), nullptr));
+    QVERIFY(cache.makeRoom(0, 0, 4096, cache.usage(0, 5), nullptr));
+    QCOMPARE(cache.entry(0, lower).pool, cache::kNoPool);
+    QCOMPARE(cache.entry(0, higher).pool, 0);
   }
 
   // The one-layer plan the runtime makes at a prefill is the plan the whole-model planner gives that
