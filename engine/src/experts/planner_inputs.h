@@ -26,8 +26,8 @@ inline constexpr uint64_t kMinPromptTokens = 16;
 
 // ... and with a history, the history weighs as much as this many of the session's own tokens
 // (cache::SessionBlend): a 16-token prompt gets w = 0.8. Chosen on the Qwen8 trace with 100 prompts
-// of history (docs/RUNTIME.md "A chat's tokens blended into stored history"): 16 (w = 0.5) still
-// planned 75 % all C; 4 planned it mostly F. The trace replays each prompt's own distribution, so
+// of history (docs/RUNTIME.md "A chat's tokens blended into stored history"): with 16 (w = 0.5) the
+// plan at 75 % stayed mostly C; with 4 mostly F. The trace replays each prompt's own distribution, so
 // it favours trusting the session; real chats drift, and this weight should be fitted on real
 // routing sequences (the demo model's router over held-out text) — not done yet.
 inline constexpr double kSessionPriorTokens = 4;
