@@ -54,6 +54,39 @@ class TestExpertRuntime : public QObject {
     return open(f, o)->stats().budgetBytes;
   }
 
+  // Each layer's two favourites (experts 2l and 2l + 1, mod the experts) serve 16·k tokens of a
+  // prefill in which every other expert serves one (Σ tokens / k ≥ 16); the decode step requests
+  // the two.
+  struct FavouriteStreams {
+    zipmoe::testing::Stream prefill = zipmoe::testing::Stream(1), decode = zipmoe::testing::Stream(1);
+  };
+  static std::pair<int, int> favourites(const Manifest& m, int layer) {
+    return {(2 * layer) % m.numExperts, (2 * layer + 1) % m.numExperts};
+  }
+  static FavouriteStreams favouriteStreams(const Manifest& m) {
+    const int k = static_cast<int>(m.config->value("num_experts_per_tok", 1));
+    FavouriteStreams s;
+    for (int l = 0; l < m.numLayers(); ++l) {
+      const auto [a, b] = favourites(m, l);
+      std::vector<ExpertRequest> all;
+      for (int e = 0; e < m.numExperts; ++e) all.push_back({e, e == a || e == b ? 16 * k : 1, false});
+      s.prefill[0].push_back(all);
+      s.decode[0].push_back({{std::min(a, b), 1, true}, {std::max(a, b), 1, true}});
+    }
+    return s;
+  }
+  // Runs the decode step: both favourites of every layer are F hits (this small model's plans are
+  // all F), nothing is read, no plan failed.
+  void expectFavouritesInF(ExpertRuntime& rt, const zipmoe::testing::Stream& decode) {
+    const int layers = huffman_.opened->manifest().numLayers();
+    const RuntimeStats before = rt.stats();
+    runStream(huffman_, rt, decode);
+    const RuntimeStats after = rt.stats();
+    QCOMPARE(after.hits[poolIndex(Pool::F)] - before.hits[poolIndex(Pool::F)], static_cast<uint64_t>(2 * layers));
+    QCOMPARE(after.misses, before.misses);
+    QCOMPARE(after.planFailures, uint64_t{0});
+  }
+
  private Q_SLOTS:
   void initTestCase() { makeFixture(huffman_, dir_ / "huffman", CodecSpec{}, 4); }
 
@@ -225,15 +258,7 @@ class TestExpertRuntime : public QObject {
   void aLongPromptPlansItsLayersAtPrefill() {
     const Manifest& m = huffman_.opened->manifest();
     const int k = static_cast<int>(m.config->value("num_experts_per_tok", 1));
-    zipmoe::testing::Stream prefill(1), decode(1);
-    for (int l = 0; l < m.numLayers(); ++l) {
-      // Every expert serves one token but two favourites of the layer serve 16·k each: Σ tokens / k ≥ 16.
-      const int a = (2 * l) % m.numExperts, b = (2 * l + 1) % m.numExperts;
-      std::vector<ExpertRequest> all;
-      for (int e = 0; e < m.numExperts; ++e) all.push_back({e, e == a || e == b ? 16 * k : 1, false});
-      prefill[0].push_back(all);
-      decode[0].push_back({{std::min(a, b), 1, true}, {std::max(a, b), 1, true}});
-    }
+    const FavouriteStreams streams = favouriteStreams(m);
     for (bool fromPrompt : {true, false}) {
       RuntimeOptions o;
       o.decompressWorkers = 2;
@@ -241,37 +266,27 @@ class TestExpertRuntime : public QObject {
       o.planFromPrompt = fromPrompt;
       o.budget = MemoryBudget::poolsForShare(0.5);
       auto rt = open(huffman_, o);
-      runStream(huffman_, *rt, prefill);
+      runStream(huffman_, *rt, streams.prefill);
       QCOMPARE(rt->stats().layersPlannedFromPrompt, fromPrompt ? m.numLayers() : 0);
       QCOMPARE(rt->activationCounts().tokens[static_cast<size_t>(1)], static_cast<uint64_t>(16 * k));  // layer 0's b
-      const RuntimeStats before = rt->stats();
-      runStream(huffman_, *rt, decode);
-      const RuntimeStats after = rt->stats();
       // The favourites rank first (count ties broken by tokens), so they displace same-count
-      // experts the prefill placed before them: both are F hits (this small model's plans are all F).
-      QCOMPARE(after.hits[poolIndex(Pool::F)] - before.hits[poolIndex(Pool::F)], static_cast<uint64_t>(2 * m.numLayers()));
-      QCOMPARE(after.misses, before.misses);
-      QCOMPARE(after.planFailures, uint64_t{0});
+      // experts the prefill placed before them.
+      expectFavouritesInF(*rt, streams.decode);
     }
   }
 
   void aLongPromptBlendsIntoStoredHistory() {
     const Manifest& m = huffman_.opened->manifest();
-    const int k = static_cast<int>(m.config->value("num_experts_per_tok", 1));
     const int n = m.numExperts;
     // Stored statistics (no tokens): 100 steps in which every expert but the layer's two favourites
     // of this chat ran. The history alone ranks the favourites last.
     ActivationCounts history{m.numLayers(), n, std::vector<uint64_t>(static_cast<size_t>(m.numLayers() * n), 100),
                              std::vector<uint64_t>(static_cast<size_t>(m.numLayers()), 100), {}};
-    zipmoe::testing::Stream prefill(1), decode(1);
     for (int l = 0; l < m.numLayers(); ++l) {
-      const int a = (2 * l) % n, b = (2 * l + 1) % n;
+      const auto [a, b] = favourites(m, l);
       history.counts[static_cast<size_t>(l * n + a)] = history.counts[static_cast<size_t>(l * n + b)] = 0;
-      std::vector<ExpertRequest> all;
-      for (int e = 0; e < n; ++e) all.push_back({e, e == a || e == b ? 16 * k : 1, false});
-      prefill[0].push_back(all);
-      decode[0].push_back({{std::min(a, b), 1, true}, {std::max(a, b), 1, true}});
     }
+    const FavouriteStreams streams = favouriteStreams(m);
     for (bool fromPrompt : {true, false}) {
       RuntimeOptions o;
       o.decompressWorkers = 2;
@@ -282,18 +297,12 @@ class TestExpertRuntime : public QObject {
       auto rt = open(huffman_, o);
       QCOMPARE(rt->stats().layersPlannedFromHistory, m.numLayers());
       QCOMPARE(rt->stats().layersPlannedFromSession, 0);
-      runStream(huffman_, *rt, prefill);
+      runStream(huffman_, *rt, streams.prefill);
       // The prefill's tokens (≥ 16 a layer) are blended in at once, layer by layer.
       QCOMPARE(rt->stats().layersPlannedFromSession, fromPrompt ? m.numLayers() : 0);
       QCOMPARE(rt->stats().layersPlannedFromHistory, m.numLayers());
-      if (!fromPrompt) continue;
-      const RuntimeStats before = rt->stats();
-      runStream(huffman_, *rt, decode);
-      const RuntimeStats after = rt->stats();
-      // Blended, the favourites rank first: both are F hits (this small model's plans are all F).
-      QCOMPARE(after.hits[poolIndex(Pool::F)] - before.hits[poolIndex(Pool::F)], static_cast<uint64_t>(2 * m.numLayers()));
-      QCOMPARE(after.misses, before.misses);
-      QCOMPARE(after.planFailures, uint64_t{0});
+      // Blended, the favourites rank first.
+      if (fromPrompt) expectFavouritesInF(*rt, streams.decode);
     }
   }
 
