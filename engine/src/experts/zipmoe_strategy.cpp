@@ -146,7 +146,7 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
     sched::JobExpert je = startExpert(r, kinds, counts);
     cache::Entry& entry = cache.entry(layer, r.expert);
     if (entry.pool == poolIndex(Pool::F)) {
-        ++counts.hits[static_cast<size_t>(poolIndex(Pool::F))];
+      ++counts.hits[static_cast<size_t>(poolIndex(Pool::F))];
       const bool fromRaw = rawInF_[static_cast<size_t>(layer * sizes_.experts() + r.expert)] != 0;
       for (int kind = 0; kind < kinds; ++kind) {
         // A raw read left the tensor inside the checkpoint's aligned read.
