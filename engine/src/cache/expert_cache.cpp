@@ -68,22 +68,11 @@ double ExpertCache::usageProbability(int layer, int expert) const {
 }
 
 int ExpertCache::rank(int layer, int expert) const {
-  const uint64_t mine = count(layer, expert), myTokens = tokens(layer, expert);
+  const Usage mine = usage(layer, expert);
   int r = 0;
-  const double w = blendWeight(layer);
-  if (w > 0) {
-    const uint64_t steps = steps_[static_cast<size_t>(layer)], sum = tokenSum(layer);
-    const double myValue = blend_.value(usage(layer, expert), steps, sum, w);
-    for (int e = 0; e < experts_; ++e) {
-      const double v = blend_.value(usage(layer, e), steps, sum, w);
-      const uint64_t t = tokens(layer, e);
-      if (v > myValue || (v == myValue && (t > myTokens || (t == myTokens && e < expert)))) ++r;
-    }
-    return r;
-  }
   for (int e = 0; e < experts_; ++e) {
-    const uint64_t c = count(layer, e), t = tokens(layer, e);
-    if (c > mine || (c == mine && (t > myTokens || (t == myTokens && e < expert)))) ++r;
+    const Usage theirs = usage(layer, e);
+    if (lessUsed(layer, mine, layer, theirs) || (e < expert && !lessUsed(layer, theirs, layer, mine))) ++r;
   }
   return r;
 }

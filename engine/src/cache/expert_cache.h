@@ -127,7 +127,6 @@ class ExpertCache {
   // usage first.
   int rank(int layer, int expert) const;
   void setSessionBlend(const SessionBlend& blend) { blend_ = blend; }
-  const SessionBlend& sessionBlend() const { return blend_; }
   // The layer's blend weight now (0: not blended) and Σ tokens of its experts.
   double blendWeight(int layer) const;
   uint64_t tokenSum(int layer) const { return tokenSums_[static_cast<size_t>(layer)]; }

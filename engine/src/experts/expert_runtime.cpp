@@ -353,17 +353,24 @@ class Runtime final : public ExpertRuntime {
     return plan;
   }
 
-  // REQUIRES: cacheMutex_ held (or construction).
-  void applyPlan(Plan plan) {
+  // The plan's capacities into the cache, evictions down to them, free pages trimmed, and where its
+  // layers' frequencies came from into the stats. REQUIRES: cacheMutex_ held (or construction).
+  void install(const Plan& plan) {
     strategy_->applyPlan(*cache_, plan, plan.budget - workingSet_);
     cache_->enforceCapacities();
     trimPages(plan.budget);
+    std::lock_guard lock(statsMutex_);
+    stats_.layersPlannedFromHistory = plan.historyLayers;
+    stats_.layersPlannedFromSession = plan.sessionLayers;
+    stats_.layersPlannedFromPrompt = plan.promptLayers;
+  }
+
+  // REQUIRES: cacheMutex_ held (or construction).
+  void applyPlan(Plan plan) {
+    install(plan);
     {
       std::lock_guard lock(statsMutex_);
       stats_.lastReplanSeconds = plan.seconds;
-      stats_.layersPlannedFromHistory = plan.historyLayers;
-      stats_.layersPlannedFromSession = plan.sessionLayers;
-      stats_.layersPlannedFromPrompt = plan.promptLayers;
       ++stats_.replans;
     }
     plan_ = std::move(plan);
@@ -409,13 +416,7 @@ class Runtime final : public ExpertRuntime {
       stats_.lastPlanError = e.what();
       return;
     }
-    strategy_->applyPlan(*cache_, plan_, plan_.budget - workingSet_);
-    cache_->enforceCapacities();
-    trimPages(plan_.budget);
-    std::lock_guard lock(statsMutex_);
-    stats_.layersPlannedFromHistory = plan_.historyLayers;
-    stats_.layersPlannedFromSession = plan_.sessionLayers;
-    stats_.layersPlannedFromPrompt = plan_.promptLayers;
+    install(plan_);
   }
 
   // Growing history is worth a new plan now and then. REQUIRES: cacheMutex_ held.

@@ -93,10 +93,24 @@ std::span<const uint64_t> layerRow(const std::vector<uint64_t>& perExpert, int l
   return {perExpert.data() + static_cast<size_t>(layer) * static_cast<size_t>(experts), static_cast<size_t>(experts)};
 }
 
+// Σ tokens of the layer's experts (0 when the counts carry no tokens).
+uint64_t layerTokenSum(const ActivationCounts& counts, int layer, int experts) {
+  if (counts.tokens.size() != counts.counts.size()) return 0;
+  const auto row = layerRow(counts.tokens, layer, experts);
+  return std::accumulate(row.begin(), row.end(), uint64_t{0});
+}
+
 // Tokens routed through the layer: each token is routed to topK experts.
 uint64_t layerTokens(const ActivationCounts& counts, int layer, int experts, int topK) {
-  const auto row = layerRow(counts.tokens, layer, experts);
-  return std::accumulate(row.begin(), row.end(), uint64_t{0}) / static_cast<uint64_t>(std::max(topK, 1));
+  return layerTokenSum(counts, layer, experts) / static_cast<uint64_t>(std::max(topK, 1));
+}
+
+// Rescaled to Σ f = the layer's own k (its expected selections per step, at least topK: batches
+// select more).
+std::vector<double> normaliseToOwnK(std::vector<double> f, int experts, int topK) {
+  const double mean = std::accumulate(f.begin(), f.end(), 0.0);
+  const int k = std::clamp(static_cast<int>(std::lround(mean)), 1, experts);
+  return normaliseFrequencies(std::move(f), std::max(k, topK));
 }
 
 }  // namespace
@@ -109,16 +123,6 @@ cache::SessionBlend sessionBlend(int topK, bool fromPrompt) {
   blend.priorTokens = kSessionPriorTokens;
   return blend;
 }
-
-namespace {
-
-uint64_t layerTokenSum(const ActivationCounts& counts, int layer, int experts) {
-  if (counts.tokens.size() != counts.counts.size()) return 0;
-  const auto row = layerRow(counts.tokens, layer, experts);
-  return std::accumulate(row.begin(), row.end(), uint64_t{0});
-}
-
-}  // namespace
 
 FrequencySource frequencySource(const ActivationCounts& counts, int layer, int experts, int topK, bool fromPrompt) {
   const uint64_t steps = counts.steps[static_cast<size_t>(layer)];
@@ -148,16 +152,13 @@ std::vector<double> layerFrequency(const ActivationCounts& counts, int layer, in
       const auto c = layerRow(counts.counts, layer, experts), t = layerRow(counts.tokens, layer, experts);
       for (size_t e = 0; e < c.size(); ++e) f.push_back(std::min(1.0, blend.value({c[e], t[e]}, steps, sum, w)));
       std::sort(f.begin(), f.end(), std::greater<>());
-      const double mean = std::accumulate(f.begin(), f.end(), 0.0);
-      const int k = std::clamp(static_cast<int>(std::lround(mean)), 1, experts);
-      return normaliseFrequencies(std::move(f), std::max(k, topK));
+      return normaliseToOwnK(std::move(f), experts, topK);
     }
     case FrequencySource::History: {
-      f = plan::rankFrequency(layerRow(counts.counts, layer, experts), counts.steps[static_cast<size_t>(layer)], topK);
-      const double mean = std::accumulate(f.begin(), f.end(), 0.0);
       // Layers may see different k (batches): each is planned with its own Σ f.
-      const int k = std::clamp(static_cast<int>(std::lround(mean)), 1, experts);
-      return normaliseFrequencies(std::move(f), std::max(k, topK));
+      return normaliseToOwnK(
+          plan::rankFrequency(layerRow(counts.counts, layer, experts), counts.steps[static_cast<size_t>(layer)], topK),
+          experts, topK);
     }
   }
   return f;

@@ -75,6 +75,15 @@ class TestExpertRuntime : public QObject {
     }
     return s;
   }
+  // Half the experts' bytes, no replans but those from a prompt (when `fromPrompt`).
+  static RuntimeOptions favouriteOptions(bool fromPrompt) {
+    RuntimeOptions o;
+    o.decompressWorkers = 2;
+    o.replanEverySteps = 1000;
+    o.planFromPrompt = fromPrompt;
+    o.budget = MemoryBudget::poolsForShare(0.5);
+    return o;
+  }
   // Runs the decode step: both favourites of every layer are F hits (this small model's plans are
   // all F), nothing is read, no plan failed.
   void expectFavouritesInF(ExpertRuntime& rt, const zipmoe::testing::Stream& decode) {
@@ -260,12 +269,7 @@ class TestExpertRuntime : public QObject {
     const int k = static_cast<int>(m.config->value("num_experts_per_tok", 1));
     const FavouriteStreams streams = favouriteStreams(m);
     for (bool fromPrompt : {true, false}) {
-      RuntimeOptions o;
-      o.decompressWorkers = 2;
-      o.replanEverySteps = 1000;
-      o.planFromPrompt = fromPrompt;
-      o.budget = MemoryBudget::poolsForShare(0.5);
-      auto rt = open(huffman_, o);
+      auto rt = open(huffman_, favouriteOptions(fromPrompt));
       runStream(huffman_, *rt, streams.prefill);
       QCOMPARE(rt->stats().layersPlannedFromPrompt, fromPrompt ? m.numLayers() : 0);
       QCOMPARE(rt->activationCounts().tokens[static_cast<size_t>(1)], static_cast<uint64_t>(16 * k));  // layer 0's b
@@ -288,12 +292,8 @@ class TestExpertRuntime : public QObject {
     }
     const FavouriteStreams streams = favouriteStreams(m);
     for (bool fromPrompt : {true, false}) {
-      RuntimeOptions o;
-      o.decompressWorkers = 2;
-      o.replanEverySteps = 1000;
-      o.planFromPrompt = fromPrompt;
+      RuntimeOptions o = favouriteOptions(fromPrompt);
       o.history = history;
-      o.budget = MemoryBudget::poolsForShare(0.5);
       auto rt = open(huffman_, o);
       QCOMPARE(rt->stats().layersPlannedFromHistory, m.numLayers());
       QCOMPARE(rt->stats().layersPlannedFromSession, 0);
