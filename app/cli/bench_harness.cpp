@@ -140,32 +140,31 @@ std::vector<std::string> splitList(const std::string& text) {
 }
 
 BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base, const std::filesystem::path& hf) {
-  // SYSTEM+fresh: SYSTEM with every kept buffer in fresh memory (RuntimeOptions::recyclePages off).
-  if (const size_t plus = text.rfind("+fresh"); plus != std::string::npos && plus + 6 == text.size() && plus > 0) {
-    BenchSystem s = parseBenchSystem(text.substr(0, plus), base, hf);
-    s.name = text;
-    s.options.recyclePages = false;
-    return s;
+  // SYSTEM+SUFFIX: SYSTEM with one runtime option changed, for comparison.
+  struct Suffix {
+    const char* text;
+    void (*apply)(RuntimeOptions&);
+  };
+  static const Suffix suffixes[] = {
+      {"+fresh", [](RuntimeOptions& o) { o.recyclePages = false; }},      // every kept buffer in fresh memory
+      {"+evict", [](RuntimeOptions& o) { o.keepSurplus = false; }},       // a shrunk pool is evicted at once
+      {"+own", [](RuntimeOptions& o) { o.lendRoom = false; }},            // each layer within its own share
+      {"+prior", [](RuntimeOptions& o) { o.planFromPrompt = false; }},    // the prior until 16 steps
+  };
+  for (const Suffix& suffix : suffixes) {
+    const size_t n = std::strlen(suffix.text), plus = text.rfind(suffix.text);
+    if (plus != std::string::npos && plus + n == text.size() && plus > 0) {
+      BenchSystem s = parseBenchSystem(text.substr(0, plus), base, hf);
+      s.name = text;
+      suffix.apply(s.options);
+      return s;
+    }
   }
-  // SYSTEM+evict: a pool a new plan shrinks is evicted at once (RuntimeOptions::keepSurplus off).
-  if (const size_t plus = text.rfind("+evict"); plus != std::string::npos && plus + 6 == text.size() && plus > 0) {
+  // SYSTEM+outN: SYSTEM with N output slots (RuntimeOptions::outputSlots; the default is as needed).
+  if (const size_t plus = text.rfind("+out"); plus != std::string::npos && plus > 0 && plus + 4 < text.size()) {
     BenchSystem s = parseBenchSystem(text.substr(0, plus), base, hf);
     s.name = text;
-    s.options.keepSurplus = false;
-    return s;
-  }
-  // SYSTEM+own: each layer within its own share of the budget (RuntimeOptions::lendRoom off).
-  if (const size_t plus = text.rfind("+own"); plus != std::string::npos && plus + 4 == text.size() && plus > 0) {
-    BenchSystem s = parseBenchSystem(text.substr(0, plus), base, hf);
-    s.name = text;
-    s.options.lendRoom = false;
-    return s;
-  }
-  // SYSTEM+prior: layers plan from the prior until 16 steps, not from the prompt (planFromPrompt off).
-  if (const size_t plus = text.rfind("+prior"); plus != std::string::npos && plus + 6 == text.size() && plus > 0) {
-    BenchSystem s = parseBenchSystem(text.substr(0, plus), base, hf);
-    s.name = text;
-    s.options.planFromPrompt = false;
+    s.options.outputSlots = parseInt<int>("--systems " + text + " (output slots)", text.substr(plus + 4), 0, 64);
     return s;
   }
   BenchSystem s{text, base};
@@ -225,7 +224,7 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
   }
   throw Error("unknown system '" + text +
               "' (resident, zipmoe, zipmoe-prefetch, zipmoe-prefetch:ORACLE_ACCURACY, zipmoe:POOLS e.g. zipmoe:FS, zipmoe-raw, zipmoe-raw:POOLS, zipmoe-raw-always[:POOLS], zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-unfused[:POOLS], zipmoe-lru, zipmoe-fifo, "
-              "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking; any of them +fresh, +evict, +prior, +own)");
+              "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking; any of them +fresh, +evict, +prior, +own, +outN)");
 }
 
 struct BenchWorkload::Impl {

@@ -49,7 +49,8 @@ struct BudgetAdvisorInputs {
   int decompressWorkers = 0;                // L; 0 = one per core (as the runtime resolves it)
   PoolMask pools = kAllPools;
   bool coalesceReads = true;
-  int stagingSlots = 3, outputSlots = 3, prefetchSlots = 0;
+  // The runtime's slots as it resolves them (RuntimeOptions; fused recovery without raw misses has no output slots).
+  int stagingSlots = 3, outputSlots = 0, prefetchSlots = 0;
   double gridStep = 0.05;
   double denseSecondsPerToken = 0;          // the model outside the expert batches, per decode step
   double densePrefillSecondsPerToken = 0;   // the same during prefill, per prompt token

@@ -5,7 +5,7 @@
 // until one more requested expert's weights are ready (in whatever order the provider finishes them)
 // and the model computes that expert at once. Weights are BF16 row-major [out, in] buffers, one per
 // expert tensor kind in the family's store order (e.g. gate_proj, up_proj, down_proj) — or, where the
-// request allowed it (ExpertRequest::acceptsSplit), the tensor's lossless split: its exponent plane
+// request allowed it (ExpertRequest::acceptsSplit, mergesSplit), the tensor's lossless split: its exponent plane
 // and its sign-mantissa plane (zipmoe/bf16_split.h), which the model's decoding kernels merge in
 // registers as they compute, so that a runtime need not recover the tensor first — and stay valid
 // until the next call to next() or the ExpertBatch's destruction, whichever comes first (so that a
@@ -40,6 +40,11 @@ struct ExpertRequest {
   // The model can compute this expert straight from split planes (decoding: few tokens, BF16
   // compute on the project's GEMV). A provider may then hand any tensor of it split.
   bool acceptsSplit = false;
+  // The model takes split planes it cannot compute from too, merging them itself into one tensor of
+  // its own scratch (prefill: many tokens). A runtime with no output slots (RuntimeOptions::
+  // outputSlots) hands such a request the planes instead of recovering it into a slot; one with
+  // output slots recovers it there, off the model's thread.
+  bool mergesSplit = false;
 };
 
 struct ReadyExpert {
@@ -49,6 +54,11 @@ struct ReadyExpert {
   // sign-mantissa plane, one byte per weight each, row-major. Empty when every tensor is BF16.
   std::vector<const uint8_t*> exponents, signMantissa;
 };
+
+// Tensor `kind` of a ready expert as BF16 words: its own, or its split planes merged into `scratch`
+// (grown to `numel` words). Valid while `ready`'s buffers and `scratch` are. Throws zipmoe::Error
+// when the tensor has neither.
+const uint16_t* bf16Words(const ReadyExpert& ready, size_t kind, size_t numel, std::vector<uint16_t>& scratch);
 
 class ExpertBatch {
  public:

@@ -122,7 +122,12 @@ struct RuntimeOptions {
   // budgets, promoted to F one recovery at a time after 16 steps). Ranks break count ties by tokens.
   // Off: the prior until 16 steps (for comparison).
   bool planFromPrompt = true;
-  int outputSlots = 3;             // recovered experts waiting for / used by the model
+  // Recovered experts waiting for / used by the model. −1 = as needed: none where every tensor the
+  // model does not keep in F can reach it as split planes (ZipMoE mode, fuseRecovery, no raw
+  // misses: a request that accepts or merges planes, ExpertRequest), so that their room goes to the
+  // pools; otherwise 3. 0 is refused where they are needed (the full-tensor baseline's reads, raw
+  // misses, unfused recovery land in them).
+  int outputSlots = -1;
   int stagingSlots = 3;            // experts whose chunks are in flight at once
   // Speculative prefetch (ZipMoE mode): slots, each holding one expert's stored chunks (E + SM of
   // every tensor), for the experts the model hints (ExpertProvider::prefetch) of a layer not yet
@@ -145,5 +150,12 @@ struct RuntimeOptions {
   // Tests use it to inject a planner failure; whatever it throws is handled like a failed plan.
   std::function<void()> beforeReplan;
 };
+
+// Whether a runtime with these options needs output slots: the full-tensor baseline reads into
+// them, a raw miss lands in one, unfused recovery writes every tensor there. Otherwise a tensor not
+// kept in F reaches the model as split planes from its staging slot.
+inline bool needsOutputSlots(const RuntimeOptions& o) {
+  return o.mode != OffloadMode::ZipMoE || !o.fuseRecovery || (!o.checkpointDir.empty() && o.rawMisses != RawMisses::Never);
+}
 
 }  // namespace zipmoe

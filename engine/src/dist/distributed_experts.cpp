@@ -3,6 +3,7 @@
 #include "zipmoe/distributed_experts.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <deque>
 #include <thread>
@@ -152,14 +153,19 @@ class NodeCalls : public ExpertOutputs {
     const at::ScalarType dtype = type_ == ActivationType::BFloat16 ? at::kBFloat16 : at::kFloat;
     for (const ExpertRows& row : call.inputs) {
       const ExpertRows* in = &row;
-      const ExpertRequest request{in->expert, static_cast<int>(in->rows)};
+      const ExpertRequest request{in->expert, static_cast<int>(in->rows), false, true};
       const auto batch = impl_.fallback->acquire(layer_, std::span<const ExpertRequest>(&request, 1));
       const auto ready = batch->next();
       if (!ready || ready->expert != in->expert || ready->tensors.size() != 3)
         throw Error("distributed experts: the fallback provider did not deliver expert " + std::to_string(in->expert) +
                     " of layer " + std::to_string(layer_));
+      std::array<const uint16_t*, 3> words{};
+      for (size_t kind = 0; kind < 3; ++kind) {
+        const auto [r, c] = impl_.fallback->tensorShape(static_cast<int>(kind));
+        words[kind] = bf16Words(*ready, kind, static_cast<size_t>(r * c), scratch_[kind]);
+      }
       const at::Tensor x = at::from_blob(const_cast<void*>(in->data), {in->rows, hidden_}, dtype);
-      kept_.push_back(expertOutput(x, ready->tensors[0], ready->tensors[1], ready->tensors[2], impl_.intermediate).contiguous());
+      kept_.push_back(expertOutput(x, words[0], words[1], words[2], impl_.intermediate).contiguous());
       ready_.push_back({in->expert, kept_.back().data_ptr()});
     }
     std::lock_guard lock(impl_.mutex);
@@ -177,6 +183,7 @@ class NodeCalls : public ExpertOutputs {
   int unfinished_ = 0;
   std::deque<ComputedExpert> ready_;
   std::vector<at::Tensor> kept_;  // fallback outputs
+  std::array<std::vector<uint16_t>, 3> scratch_;  // split planes the fallback handed, merged
 };
 
 }  // namespace
@@ -247,16 +254,18 @@ std::shared_ptr<DistributedExperts> DistributedExperts::connect(std::shared_ptr<
   }
   uint32_t fingerprint = 0;
   {
-    const ExpertRequest first{0, 1};
+    const ExpertRequest first{0, 1, false, true};
     const auto start = Clock::now();
     const auto batch = impl->fallback->acquire(0, std::span<const ExpertRequest>(&first, 1));
     const auto ready = batch->next();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     impl->localBytesPerSecond = seconds > 0 ? static_cast<double>(impl->expertBytes) / seconds : 1e12;
     if (!ready || ready->tensors.size() != 3) throw Error("distributed experts: the local provider has no expert 0 of layer 0");
+    std::vector<uint16_t> scratch;
     for (int kind = 0; kind < 3; ++kind) {
       const auto [r, c] = impl->fallback->tensorShape(kind);
-      fingerprint = detail::crc32c(ready->tensors[static_cast<size_t>(kind)], static_cast<size_t>(r * c) * 2, fingerprint);
+      const uint16_t* words = bf16Words(*ready, static_cast<size_t>(kind), static_cast<size_t>(r * c), scratch);
+      fingerprint = detail::crc32c(words, static_cast<size_t>(r * c) * 2, fingerprint);
     }
   }
   ExpertPlacement placement;

@@ -88,7 +88,11 @@ RuntimeOptions resolved(RuntimeOptions o, const Store& store) {
   if (o.prefetchSlots == -1) o.prefetchSlots = 0;
   if (o.mode == OffloadMode::FullTensor && o.eviction == EvictionPolicy::LeastFrequent) o.eviction = EvictionPolicy::Lru;
   if (o.decompressWorkers <= 0) o.decompressWorkers = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  if (o.outputSlots < 1) throw Error("expert runtime: outputSlots must be at least 1");
+  if (o.outputSlots == -1) o.outputSlots = needsOutputSlots(o) ? 3 : 0;
+  if (o.outputSlots < 0) throw Error("expert runtime: outputSlots = " + std::to_string(o.outputSlots) + ", expected ≥ 0 (or −1: as needed)");
+  if (o.outputSlots == 0 && needsOutputSlots(o))
+    throw Error("expert runtime: outputSlots = 0 needs ZipMoE mode with fused recovery and no raw misses (the "
+                "full-tensor baseline's reads, raw misses and unfused recovery land in output slots)");
   if (o.stagingSlots < 1) throw Error("expert runtime: stagingSlots must be at least 1");
   if (o.prefetchSlots < -1) throw Error("expert runtime: prefetchSlots must be ≥ 0 (or −1: twice the model's top-k)");
   if (o.prefetchSlots > 0 && o.mode != OffloadMode::ZipMoE)
@@ -179,6 +183,13 @@ class Runtime final : public ExpertRuntime {
                     std::to_string(sizes_.experts() - 1) + ")");
       if (seen[static_cast<size_t>(r.expert)]++)
         throw Error("expert runtime: expert " + std::to_string(r.expert) + " requested twice");
+    }
+    for (const ExpertRequest& r : requests) {
+      if (options_.outputSlots == 0 && !r.acceptsSplit && !r.mergesSplit)
+        throw Error("expert runtime: expert " + std::to_string(r.expert) + " of MoE layer " + std::to_string(layer) +
+                    " was requested as BF16 words only (ExpertRequest::acceptsSplit and mergesSplit both false), and "
+                    "this runtime has no output slots to recover it into (RuntimeOptions::outputSlots = 0; give it "
+                    "1 or more for such a consumer)");
     }
     const auto now = Clock::now();
     std::lock_guard lock(cacheMutex_);

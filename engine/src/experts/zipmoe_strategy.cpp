@@ -242,7 +242,9 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
     const bool keepSM = keepPool != cache::kNoPool && keepsSignMantissa(static_cast<Pool>(keepPool));
     const bool keepFull = keepPool == poolIndex(Pool::F);
     // The model computes it from the planes, unless F keeps the recovered tensor anyway.
-    const bool split = options_.fuseRecovery && r.acceptsSplit && !keepFull;
+    // Without output slots, the model merges what it cannot compute from (ExpertRequest::mergesSplit).
+    const bool planes = r.acceptsSplit || (r.mergesSplit && options_.outputSlots == 0);
+    const bool split = options_.fuseRecovery && planes && !keepFull;
     je.needsStaging = true;
     for (int kind = 0; kind < kinds; ++kind) {
       const ExpertTensorEntry& te = m.expert(layer, r.expert, kind);

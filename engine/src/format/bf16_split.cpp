@@ -10,6 +10,7 @@
 #include <chrono>
 
 #include "zipmoe/error.h"
+#include "zipmoe/expert_provider.h"
 
 namespace zipmoe::bf16 {
 namespace {
@@ -192,3 +193,18 @@ void merge(const uint8_t* exponents, const uint8_t* signMantissa, size_t n, uint
 }
 
 }  // namespace zipmoe::bf16
+
+namespace zipmoe {
+
+const uint16_t* bf16Words(const ReadyExpert& ready, size_t kind, size_t numel, std::vector<uint16_t>& scratch) {
+  if (kind < ready.tensors.size() && ready.tensors[kind]) return ready.tensors[kind];
+  if (kind >= ready.exponents.size() || kind >= ready.signMantissa.size() || !ready.exponents[kind] ||
+      !ready.signMantissa[kind])
+    throw Error("expert " + std::to_string(ready.expert) + " tensor " + std::to_string(kind) +
+                ": the provider handed neither BF16 words nor split planes");
+  if (scratch.size() < numel) scratch.resize(numel);
+  bf16::merge(ready.exponents[kind], ready.signMantissa[kind], numel, scratch.data());
+  return scratch.data();
+}
+
+}  // namespace zipmoe

@@ -62,7 +62,9 @@ class MoeBlock : public FeedForward {
     for (int e = 0; e < c_.numExperts; ++e)
       if (!slots[static_cast<size_t>(e)].empty()) {
         const int tokens = static_cast<int>(slots[static_cast<size_t>(e)].size());
-        requests.push_back({e, tokens, dtype_ == at::kBFloat16 && gemvProjects(tokens)});
+        // Decoding computes from split planes; anything else merges them (apply) where a runtime
+        // without output slots hands them over.
+        requests.push_back({e, tokens, dtype_ == at::kBFloat16 && gemvProjects(tokens), true});
       }
 
     const at::Tensor flatWeights = routing.weights.reshape({-1});
@@ -164,9 +166,12 @@ class MoeBlock : public FeedForward {
     if (!w.exponents) return project(x, w.words);
     if (dtype_ == at::kBFloat16 && x.scalar_type() == at::kBFloat16 && gemvProjects(x.numel() / w.cols))
       return projectSplit(x, w.exponents, w.signMantissa, w.rows, w.cols);
-    at::Tensor merged = at::empty({w.rows, w.cols}, at::kBFloat16);
-    bf16::merge(w.exponents, w.signMantissa, static_cast<size_t>(w.rows * w.cols),
-                reinterpret_cast<uint16_t*>(merged.data_ptr<at::BFloat16>()));
+    // One tensor of scratch per thread, kept: a fresh one would fault its pages in at every expert.
+    thread_local std::vector<uint16_t> scratch;
+    const size_t numel = static_cast<size_t>(w.rows * w.cols);
+    if (scratch.size() < numel) scratch.resize(numel);
+    bf16::merge(w.exponents, w.signMantissa, numel, scratch.data());
+    const at::Tensor merged = at::from_blob(scratch.data(), {w.rows, w.cols}, at::kBFloat16);
     return project(x, dtype_ == at::kBFloat16 ? merged : merged.to(dtype_));
   }
 

@@ -47,8 +47,8 @@ BudgetAdvisor::BudgetAdvisor(const Store& store, const BudgetAdvisorInputs& inpu
   expertBytes_ = sizes.expertBytes();
   if (inputs_.decompressWorkers <= 0)
     inputs_.decompressWorkers = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  if (inputs_.stagingSlots < 1 || inputs_.outputSlots < 1 || inputs_.prefetchSlots < 0)
-    throw Error("budget advisor: staging and output slots must be at least 1 and prefetch slots at least 0 (got " +
+  if (inputs_.stagingSlots < 1 || inputs_.outputSlots < 0 || inputs_.prefetchSlots < 0)
+    throw Error("budget advisor: staging slots must be at least 1, output and prefetch slots at least 0 (got " +
                 std::to_string(inputs_.stagingSlots) + ", " + std::to_string(inputs_.outputSlots) + ", " +
                 std::to_string(inputs_.prefetchSlots) + ")");
   if (inputs_.pools == 0 || inputs_.pools > kAllPools)

@@ -158,6 +158,9 @@ std::unique_ptr<ExpertBatch> Executor::run(std::shared_ptr<LayerJob> job, std::f
       e.signMantissa.clear();
     }
     for (auto& t : job->tasks) {
+      if (output_.count == 0 && !t.split && !t.keepFull)  // it would wait for a slot forever
+        throw Error("expert runtime: layer " + std::to_string(t.key.layer) + " expert " + std::to_string(t.key.expert) +
+                    " tensor " + std::to_string(t.kind) + " needs an output slot, and the runtime has none");
       ++job->experts[static_cast<size_t>(t.expertIndex)].tasksLeft;
       const size_t k = t.entry ? t.entry->eChunks.size() : 0;
       t.eRead.assign(k, 0);

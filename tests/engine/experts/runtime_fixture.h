@@ -57,7 +57,8 @@ inline void makeFixture(Fixture& f, const std::filesystem::path& root, CodecSpec
 }
 
 // A skewed request stream: each step picks k distinct experts per layer, popular ones more often.
-// With `acceptsSplit`, every request lets the runtime hand its tensors split (decoding's form).
+// With `acceptsSplit`, every request lets the runtime hand its tensors split (decoding's form); every
+// request merges planes it is handed otherwise (the model's prefill: mergesSplit), as the MoE block's.
 inline Stream requestStream(int steps, int layers, int experts, int k, uint64_t seed, bool acceptsSplit = false) {
   std::mt19937_64 rng(seed);
   std::vector<double> weights;
@@ -73,7 +74,7 @@ inline Stream requestStream(int steps, int layers, int experts, int k, uint64_t 
         std::discrete_distribution<int> pick(w.begin(), w.end());
         const int e = pick(rng);
         w[static_cast<size_t>(e)] = 0;
-        reqs.push_back({e, 1 + static_cast<int>(rng() % 3), acceptsSplit});
+        reqs.push_back({e, 1 + static_cast<int>(rng() % 3), acceptsSplit, true});
       }
       std::sort(reqs.begin(), reqs.end(), [](auto& a, auto& b) { return a.expert < b.expert; });
       step.push_back(reqs);
@@ -106,7 +107,7 @@ inline int runStream(Fixture& f, ExpertRuntime& rt, const Stream& stream, std::f
           std::unique_ptr<uint16_t[]> merged;
           if (!words) {  // split: only where the request accepted it, and then both planes
             const bool accepted = std::any_of(reqs.begin(), reqs.end(), [&](const ExpertRequest& r) {
-              return r.expert == ready->expert && r.acceptsSplit;
+              return r.expert == ready->expert && (r.acceptsSplit || (r.mergesSplit && rt.options().outputSlots == 0));
             });
             if (!accepted || ready->exponents.size() <= static_cast<size_t>(k) ||
                 !ready->exponents[static_cast<size_t>(k)] || !ready->signMantissa[static_cast<size_t>(k)])

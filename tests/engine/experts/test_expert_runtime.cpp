@@ -69,7 +69,7 @@ class TestExpertRuntime : public QObject {
     for (int l = 0; l < m.numLayers(); ++l) {
       const auto [a, b] = favourites(m, l);
       std::vector<ExpertRequest> all;
-      for (int e = 0; e < m.numExperts; ++e) all.push_back({e, e == a || e == b ? 16 * k : 1, false});
+      for (int e = 0; e < m.numExperts; ++e) all.push_back({e, e == a || e == b ? 16 * k : 1, false, true});
       s.prefill[0].push_back(all);
       s.decode[0].push_back({{std::min(a, b), 1, true}, {std::max(a, b), 1, true}});
     }
@@ -133,28 +133,35 @@ class TestExpertRuntime : public QObject {
   // every tensor that is not kept whole in F (hits in C, S, E and misses; a miss that F keeps — all
   // of them with a whole-model budget — is recovered into F), bit-identical to the
   // store's once merged, within the budget after every layer (runStream checks both); without
-  // fusion, or for requests that do not accept it, every tensor comes recovered.
+  // fusion every tensor comes recovered. A request that only merges planes (the model's prefill:
+  // mergesSplit, as every request of requestStream) gets them too where the runtime has no output
+  // slots (the default with fusion), and recovered tensors where it has some.
   void splitTensorsWhenTheRequestAcceptsThem() {
     const Manifest& m = huffman_.opened->manifest();
     for (bool fuse : {true, false}) {
       for (unsigned pools : {0xFu, 0x2u, 0x4u, 0x8u, 0x1u}) {
         for (double fraction : {0.0, 0.25, 1.0}) {
           for (bool accepts : {true, false}) {
-            RuntimeOptions o;
-            o.pools = pools;
-            o.fuseRecovery = fuse;
-            o.decompressWorkers = 2;
-            o.replanEverySteps = 8;
-            o.budget = MemoryBudget::poolsForShare(fraction);
-            auto rt = open(huffman_, o);
-            runStream(huffman_, *rt, requestStream(12, m.numLayers(), m.numExperts, 2, 5, accepts));
-            const RuntimeStats st = rt->stats();
-            const uint64_t decoded = st.hits[1] + st.hits[2] + st.hits[3] + st.misses;  // C, S, E, misses
-            if (!fuse || !accepts) QCOMPARE(st.splitTensors, uint64_t{0});
-            else if (pools != 0x1u && fraction < 1.0) QVERIFY2(st.splitTensors > 0, "no tensor was handed split");
-            if (fuse && accepts && fraction == 0.0)  // nothing is kept: every tensor comes split
-              QCOMPARE(st.splitTensors, decoded * static_cast<uint64_t>(m.numKinds()));
-            QVERIFY(st.splitTensors <= decoded * static_cast<uint64_t>(m.numKinds()));
+            for (int outSlots : {-1, 3}) {
+              RuntimeOptions o;
+              o.pools = pools;
+              o.fuseRecovery = fuse;
+              o.outputSlots = outSlots;
+              o.decompressWorkers = 2;
+              o.replanEverySteps = 8;
+              o.budget = MemoryBudget::poolsForShare(fraction);
+              auto rt = open(huffman_, o);
+              QCOMPARE(rt->options().outputSlots, fuse ? std::max(outSlots, 0) : 3);
+              runStream(huffman_, *rt, requestStream(12, m.numLayers(), m.numExperts, 2, 5, accepts));
+              const RuntimeStats st = rt->stats();
+              const uint64_t decoded = st.hits[1] + st.hits[2] + st.hits[3] + st.misses;  // C, S, E, misses
+              const bool planes = fuse && (accepts || outSlots == -1);
+              if (!planes) QCOMPARE(st.splitTensors, uint64_t{0});
+              else if (pools != 0x1u && fraction < 1.0) QVERIFY2(st.splitTensors > 0, "no tensor was handed split");
+              if (planes && fraction == 0.0)  // nothing is kept: every tensor comes split
+                QCOMPARE(st.splitTensors, decoded * static_cast<uint64_t>(m.numKinds()));
+              QVERIFY(st.splitTensors <= decoded * static_cast<uint64_t>(m.numKinds()));
+            }
           }
         }
       }
@@ -313,8 +320,8 @@ class TestExpertRuntime : public QObject {
     zipmoe::testing::Stream pass;
     for (int s = 0; s < n / 2; ++s) {
       std::vector<std::vector<ExpertRequest>> step;
-      step.push_back({{2 * s, 1, false}, {2 * s + 1, 1, false}});
-      for (int l = 1; l < m.numLayers(); ++l) step.push_back({{0, 1, false}, {1, 1, false}});
+      step.push_back({{2 * s, 1, false, true}, {2 * s + 1, 1, false, true}});
+      for (int l = 1; l < m.numLayers(); ++l) step.push_back({{0, 1, false, true}, {1, 1, false, true}});
       pass.push_back(step);
     }
     std::map<bool, uint64_t> misses, lent;
@@ -523,6 +530,7 @@ class TestExpertRuntime : public QObject {
     RuntimeOptions o;
     o.decompressWorkers = 2;
     o.coalesceReads = false;  // one event per chunk
+    o.outputSlots = 3;        // tensors recovered into them: every operation kind runs
     o.budget = MemoryBudget::poolsForShare(0.1);
     auto rt = open(huffman_, o);
     runStream(huffman_, *rt, requestStream(4, m.numLayers(), m.numExperts, 2, 13));
@@ -654,7 +662,8 @@ class TestExpertRuntime : public QObject {
     RuntimeOptions o;
     o.budget = MemoryBudget::poolsForShare(0.0);
     auto rt = open(f, o);
-    const std::vector<ExpertRequest> good = {{0, 1}, {1, 1}}, bad = {{2, 1}, {3, 1}};
+    const std::vector<ExpertRequest> good = {{0, 1, false, true}, {1, 1, false, true}},
+                                     bad = {{2, 1, false, true}, {3, 1, false, true}};
     {
       auto batch = rt->acquire(1, bad);
       bool threw = false;
@@ -701,6 +710,44 @@ class TestExpertRuntime : public QObject {
     ZIPMOE_EXPECT_ERROR(rt->acquire(99, twice), "layer 99");
     auto empty = rt->acquire(0, {});
     QVERIFY(!empty->next().has_value());
+  }
+
+  // Output slots as needed: with fused recovery and no raw misses there are none (their room goes
+  // to the pools), so a request that takes BF16 words only is refused with a message that says why;
+  // a runtime given slots serves it recovered. Where slots are needed, 0 is refused at open.
+  void outputSlotsOnlyWhereNeeded() {
+    const Manifest& m = huffman_.opened->manifest();
+    RuntimeOptions o;
+    o.budget = MemoryBudget::poolsForShare(0.0);
+    auto none = open(huffman_, o);
+    QCOMPARE(none->options().outputSlots, 0);
+    const std::vector<ExpertRequest> wordsOnly = {{1, 1}}, merges = {{1, 1, false, true}};
+    ZIPMOE_EXPECT_ERROR(none->acquire(0, wordsOnly), "expert 1 of MoE layer 0", "BF16 words only", "outputSlots = 0");
+    {
+      auto batch = none->acquire(0, merges);
+      const auto ready = batch->next();
+      QVERIFY(ready && !ready->tensors[0] && ready->exponents[0] && ready->signMantissa[0]);
+      std::vector<uint16_t> scratch;
+      const size_t numel = static_cast<size_t>(m.expert(0, 1, 0).numel);
+      QVERIFY(std::memcmp(bf16Words(*ready, 0, numel, scratch), huffman_.reference[static_cast<size_t>(m.numKinds())].data(),
+                          numel * 2) == 0);
+    }
+    o.outputSlots = 3;
+    auto three = open(huffman_, o);
+    {
+      auto batch = three->acquire(0, wordsOnly);
+      const auto ready = batch->next();
+      QVERIFY(ready && ready->tensors[0]);
+    }
+    uint64_t expertBytes = 0;
+    for (int kind = 0; kind < m.numKinds(); ++kind) expertBytes += m.expert(0, 0, kind).numel * 2;
+    QCOMPARE(three->minimumBudget() - none->minimumBudget(), 3 * expertBytes);
+    o.outputSlots = 0;
+    o.fuseRecovery = false;
+    ZIPMOE_EXPECT_ERROR(open(huffman_, o), "outputSlots = 0", "fused recovery");
+    o.fuseRecovery = true;
+    o.outputSlots = -2;
+    ZIPMOE_EXPECT_ERROR(open(huffman_, o), "outputSlots = -2");
   }
 };
 

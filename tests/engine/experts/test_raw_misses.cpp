@@ -93,6 +93,7 @@ class TestRawMisses : public QObject {
     const Manifest& m = f_.opened->manifest();
     RuntimeOptions o;
     o.budget = MemoryBudget::poolsForShare(0.0);
+    o.outputSlots = 3;  // the requests' tensors are recovered into them, so recovery is observed
     RuntimeStats first;
     {
       auto rt = ExpertRuntime::open(f_.opened, o, f_.directProfile);

@@ -170,6 +170,7 @@ class TestBudgetAdvisor : public QObject {
     RuntimeOptions o;
     o.decompressWorkers = 2;
     o.replanEverySteps = 0;
+    o.outputSlots = 3;  // the requests' tensors are recovered into them: every operation kind runs
     o.budget = MemoryBudget::poolsForShare(0.3);
     auto rt = ExpertRuntime::open(f_.opened, o, f_.directProfile);
     runStream(f_, *rt, stream);
