@@ -28,6 +28,7 @@
 #include "zipmoe/bf16_split.h"
 #include "zipmoe/cost_profile.h"
 #include "zipmoe/error.h"
+#include "zipmoe/kernel_bench.h"
 #include "zipmoe/store.h"
 
 namespace zipmoe::cli {
@@ -56,7 +57,7 @@ int runBenchCodec(const Args& arguments) {
   static const CommandSpec command{
       "zipmoe bench codec STORE [OPTIONS]",
       "Every exponent codec on the same sample of STORE's expert tensors: size, bits per exponent, encode and\n"
-      "decode speed on one core, and BF16 split/merge speed per SIMD level.",
+      "decode speed on one core, BF16 split/merge speed per SIMD level, and the chunk checksum's speed.",
       {{"--sample-mb", "N", "millions of weights (2^20) sampled (1-65536, default 48)"},
        {"--repeat", "R", "timed runs, the best is reported (1-1000, default 5)"},
        {"--codecs", "LIST", "comma-separated codecs (default: every codec at its benchmark levels)"},
@@ -196,6 +197,11 @@ int runBenchCodec(const Args& arguments) {
   }
   std::printf("recovery merges with %s (the fastest level measured at first use)\n",
               bf16::simdLevelName(bf16::mergeSimdLevel()));
+  // Every chunk read is checked on the I/O thread; the sample's size in SM bytes, cache-cold.
+  const size_t checksumBytes = std::max<size_t>(n, size_t{64} << 20);
+  const double crcThree = measureChecksum(checksumBytes, true, repeats), crcOne = measureChecksum(checksumBytes, false, repeats);
+  std::printf("\nchunk checksum (CRC-32C, one thread, %zu MiB): %.2f GB/s in three streams, %.2f GB/s in one\n",
+              checksumBytes >> 20, crcThree, crcOne);
   std::printf("\n(GB/s counts BF16 bytes; best of %d runs; size/BF16 = (E-chunks + SM bytes) / (2 bytes x weights),\n"
               " without the 4 KiB chunk padding, which `zipmoe inspect` reports)\n",
               repeats);
@@ -212,6 +218,7 @@ int runBenchCodec(const Args& arguments) {
     j["codecs"] = codecRows;
     j["bf16"] = bf16Rows;
     j["merge_level"] = bf16::simdLevelName(bf16::mergeSimdLevel());
+    j["checksum_gb_per_s"] = {{"three_streams", crcThree}, {"one_stream", crcOne}, {"bytes", checksumBytes}};
     std::ofstream f(*out);
     f << j.dump(2) << "\n";
     if (!f) throw Error(*out + ": cannot write");

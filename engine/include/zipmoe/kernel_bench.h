@@ -35,4 +35,9 @@ struct GemvFigure {
 std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, size_t workingSetBytes, int repeats,
                                     int threads = 0);
 
+// CRC-32C (the check of every chunk the runtime reads, on its I/O thread) over a `bytes` buffer in
+// cache-cold slices of 4 MiB, one thread: GB/s, best of `repeats`. `threeStreams` = the form every read
+// uses; false = one stream of the crc32 instruction (the form before, for comparison).
+double measureChecksum(size_t bytes, bool threeStreams, int repeats);
+
 }  // namespace zipmoe
