@@ -35,6 +35,11 @@ void ExpertCache::recordActivations(int layer, const std::vector<int>& experts, 
     tokenSums_[static_cast<size_t>(layer)] += t;
   }
   ++steps_[static_cast<size_t>(layer)];
+  uint64_t& sum = tokenSums_[static_cast<size_t>(layer)];
+  if (blend_.topK > 0 && blend_.windowTokens > 0 && sum > 2 * blend_.windowTokens * static_cast<uint64_t>(blend_.topK)) {
+    sum = 0;
+    for (int e = 0; e < experts_; ++e) sum += tokens_[index(layer, e)] /= 2;
+  }
 }
 
 ActivationCounts ExpertCache::activationCounts() const {

@@ -79,10 +79,15 @@ struct Usage {
 // `priorTokens` of the session's own tokens. The planner's rank frequencies (experts/planner_inputs.h)
 // and the cache's ranks and LeastFrequent eviction use the same value, so the pools the plan sizes
 // for a chat's experts hold that chat's experts. topK = 0: off (usage is the count, then the tokens).
+// The session is a window of recent tokens: when more than 2 × `windowTokens` tokens have gone
+// through a layer, its experts' token counts are halved, so older chats fade (a long-running app or
+// server keeps between `windowTokens` and twice that, each halving weighing older tokens half).
+// 0 = no window (every token since the counts were set).
 struct SessionBlend {
   int topK = 0;
   uint64_t minSteps = 16, minTokens = 16;
   double priorTokens = 16;
+  uint64_t windowTokens = 0;
   // w for a layer with `steps` steps whose experts served `tokenSum` tokens in all (Σ tokens); 0 when
   // not blended.
   double weight(uint64_t steps, uint64_t tokenSum) const {

@@ -121,6 +121,7 @@ cache::SessionBlend sessionBlend(int topK, bool fromPrompt) {
   blend.minSteps = kMinHistorySteps;
   blend.minTokens = kMinPromptTokens;
   blend.priorTokens = kSessionPriorTokens;
+  blend.windowTokens = kSessionWindowTokens;
   return blend;
 }
 

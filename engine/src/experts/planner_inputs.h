@@ -31,6 +31,10 @@ inline constexpr uint64_t kMinPromptTokens = 16;
 // it favours trusting the session; real chats drift, and this weight should be fitted on real
 // routing sequences (the demo model's router over held-out text) — not done yet.
 inline constexpr double kSessionPriorTokens = 4;
+// The session's window (cache::SessionBlend::windowTokens): about one conversation's tokens, so that
+// the chat in front of the user, not the app's whole run, is what the blend trusts. Not fitted: a
+// chosen size, like the weight above.
+inline constexpr uint64_t kSessionWindowTokens = 1024;
 
 // Where a layer's rank frequencies come from.
 enum class FrequencySource : uint8_t {

@@ -132,6 +132,38 @@ class TestPromptFrequencies : public QObject {
   // or more went through it: w = n / (n + kSessionPriorTokens) for n tokens. Ranks, LeastFrequent
   // eviction and the planner's frequencies follow the blend, so a chat's own experts outrank those
   // the history counts more often.
+  // The session is a window: past 2 × windowTokens tokens through a layer, its token counts halve,
+  // so a later chat's experts overtake an earlier one's; without the window they stay level.
+  void theSessionIsAWindowOfRecentTokens() {
+    QCOMPARE(experts::sessionBlend(kTopK, true).windowTokens, experts::kSessionWindowTokens);
+    for (uint64_t window : {uint64_t{16}, uint64_t{0}}) {  // 16: the blend's minimum stays met
+      ExpertCache cache(1, kExperts, EvictionPolicy::LeastFrequent, false);
+      cache::SessionBlend blend = experts::sessionBlend(kTopK, true);
+      blend.windowTokens = window;
+      cache.setSessionBlend(blend);
+      // Two chats of 40 one-token steps each: experts 0 and 1, then 2 and 3.
+      for (int chat = 0; chat < 2; ++chat)
+        for (int step = 0; step < 40; ++step) {
+          cache.recordActivations(0, {2 * chat, 2 * chat + 1});
+          if (window > 0) QVERIFY(cache.tokenSum(0) <= 2 * window * kTopK);
+        }
+      QCOMPARE(cache.count(0, 0), cache.count(0, 2));  // the counts keep every step
+      if (window > 0) {
+        QVERIFY(cache.tokens(0, 2) > 4 * cache.tokens(0, 0));
+        QCOMPARE(cache.rank(0, 2), 0);
+        QCOMPARE(cache.rank(0, 3), 1);
+        QVERIFY(cache.lessUsed(0, cache.usage(0, 0), 0, cache.usage(0, 2)));
+        const std::vector<double> f = experts::layerFrequency(cache.activationCounts(), 0, kExperts, kTopK, true);
+        QVERIFY(cache.blendWeight(0) > 0);
+        // The recent chat's pair first, then the earlier one's, then the rest.
+        QVERIFY(std::abs(f[0] - f[1]) < 1e-12 && f[1] > f[2] && f[3] > f[4]);
+      } else {
+        QCOMPARE(cache.tokens(0, 2), cache.tokens(0, 0));
+        QCOMPARE(cache.rank(0, 0), 0);  // level: the lower id first
+      }
+    }
+  }
+
   void aHistoryBlendsInTheSessionsTokens() {
     ExpertCache cache(1, kExperts, EvictionPolicy::LeastFrequent, false);
     const cache::SessionBlend blend = experts::sessionBlend(kTopK, true);
