@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -149,7 +148,7 @@ double measureChecksum(size_t bytes, bool threeStreams, int repeats) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (secs > 0) best = std::max(best, static_cast<double>(bytes) / secs / 1e9);
   }
-  if (sink == 0x5eed5eedu) std::fprintf(stderr, " ");  // keeps the checksums from being optimised away
+  benchmarkSink = sink;  // keeps the checksums observable
   return best;
 }
 

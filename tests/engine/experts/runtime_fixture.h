@@ -13,7 +13,6 @@
 #include <random>
 #include <set>
 
-#include "zipmoe/bf16_split.h"
 #include "zipmoe/converter.h"
 #include "zipmoe/cost_profile.h"
 #include "zipmoe/expert_runtime.h"
@@ -103,20 +102,16 @@ inline int runStream(Fixture& f, ExpertRuntime& rt, const Stream& stream, std::f
           const auto& ref = f.reference[(static_cast<size_t>(l) * static_cast<size_t>(m.numExperts) +
                                          static_cast<size_t>(ready->expert)) * static_cast<size_t>(m.numKinds()) +
                                         static_cast<size_t>(k)];
-          const uint16_t* words = ready->tensors[static_cast<size_t>(k)];
-          std::unique_ptr<uint16_t[]> merged;
-          if (!words) {  // split: only where the request accepted it, and then both planes
+          std::vector<uint16_t> merged;
+          if (!ready->tensors[static_cast<size_t>(k)]) {  // split: only where the request accepted it, and then both planes
             const bool accepted = std::any_of(reqs.begin(), reqs.end(), [&](const ExpertRequest& r) {
               return r.expert == ready->expert && (r.acceptsSplit || (r.mergesSplit && rt.options().outputSlots == 0));
             });
             if (!accepted || ready->exponents.size() <= static_cast<size_t>(k) ||
                 !ready->exponents[static_cast<size_t>(k)] || !ready->signMantissa[static_cast<size_t>(k)])
               qFatal("layer %d expert %d tensor %d: no BF16 words and no split planes it may have", l, ready->expert, k);
-            merged.reset(new uint16_t[ref.size()]);
-            bf16::merge(ready->exponents[static_cast<size_t>(k)], ready->signMantissa[static_cast<size_t>(k)],
-                        ref.size(), merged.get());
-            words = merged.get();
           }
+          const uint16_t* words = bf16Words(*ready, static_cast<size_t>(k), ref.size(), merged);
           if (std::memcmp(ref.data(), words, ref.size() * 2) != 0)
             qFatal("layer %d expert %d tensor %d differs from the store", l, ready->expert, k);
         }
