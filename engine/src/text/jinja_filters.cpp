@@ -85,16 +85,17 @@ std::vector<std::string> splitLines(const std::string& s) {
 }
 
 Value indentFilter(const std::string& text, const Value& width, bool first, bool blank) {
-  const std::string indention = width.isString() ? width.asString() : std::string(static_cast<size_t>(std::max<int64_t>(0, width.asInt())), ' ');
+  const std::string indention = width.isString() ? width.asString() : spaces(width.asInt());
   std::vector<std::string> lines = splitLines(text + "\n");
   std::string rv;
-  if (blank) {
-    for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + indention : "") + lines[i];
-  } else if (!lines.empty()) {
-    rv = lines[0];
-    for (size_t i = 1; i < lines.size(); ++i) rv += "\n" + (lines[i].empty() ? lines[i] : indention + lines[i]);
+  if (first) rv = indention;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i) {
+      appendBounded(rv, "\n");
+      if (blank || !lines[i].empty()) appendBounded(rv, indention);
+    }
+    appendBounded(rv, lines[i]);
   }
-  if (first) rv = indention + rv;
   return rv;
 }
 
@@ -247,7 +248,8 @@ Value applyFilter(const std::string& name, const Value& input, CallArgs& args) {
     std::string out;
     bool first = true;
     for (const auto& item : iterate(input)) {
-      out += (first ? "" : sep) + (attribute.isNone() ? item : attributePath(item, attribute)).str();
+      if (!first) appendBounded(out, sep);
+      appendBounded(out, (attribute.isNone() ? item : attributePath(item, attribute)).str());
       first = false;
     }
     result = out;
@@ -364,7 +366,7 @@ Value applyFilter(const std::string& name, const Value& input, CallArgs& args) {
     o.ensureAscii = r.get(0, "ensure_ascii", false).truthy();
     const Value indent = r.get(1, "indent", None{});
     if (indent.isString()) o.indent = indent.asString();
-    else if (indent.isInt()) o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent.asInt())), ' ');
+    else if (indent.isInt()) o.indent = spaces(indent.asInt());
     else if (!indent.isNone()) fail("tojson indent must be an int or str");
     const Value separators = r.get(2, "separators", None{});
     if (separators.isList() && separators.items().size() == 2)

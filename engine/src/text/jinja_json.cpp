@@ -70,7 +70,7 @@ void dumpJson(const Value& v, const JsonOptions& o, int depth, std::string& out)
   const auto newline = [&](int d) {
     if (!o.indent) return;
     out += '\n';
-    for (int i = 0; i < d; ++i) out += *o.indent;
+    for (int i = 0; i < d; ++i) appendBounded(out, *o.indent);
   };
   if (v.isList()) {
     const auto& items = v.items();

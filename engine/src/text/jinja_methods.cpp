@@ -95,10 +95,10 @@ std::string replaceString(const std::string& s, const std::string& from, const s
   if (from.empty()) {
     int64_t done = 0;
     for (auto ch : codePoints(s)) {
-      if (count < 0 || done < count) out += to, ++done;
-      out += ch;
+      if (count < 0 || done < count) appendBounded(out, to), ++done;
+      appendBounded(out, ch);
     }
-    if (count < 0 || done < count) out += to;
+    if (count < 0 || done < count) appendBounded(out, to);
     return out;
   }
   size_t pos = 0;
@@ -106,11 +106,13 @@ std::string replaceString(const std::string& s, const std::string& from, const s
   while (count < 0 || done < count) {
     const size_t at = s.find(from, pos);
     if (at == std::string::npos) break;
-    out += s.substr(pos, at - pos) + to;
+    appendBounded(out, std::string_view(s).substr(pos, at - pos));
+    appendBounded(out, to);
     pos = at + from.size();
     ++done;
   }
-  return out + s.substr(pos);
+  appendBounded(out, std::string_view(s).substr(pos));
+  return out;
 }
 
 std::string pyTitle(const std::string& s) {
@@ -181,7 +183,8 @@ Value stringMethod(const std::string& s, const std::string& name, CallArgs& args
     std::string out;
     bool first = true;
     for (const auto& v : iterate(r.get(0, "iterable"))) {
-      out += (first ? "" : s) + requireString(v, "join() item");
+      if (!first) appendBounded(out, s);
+      appendBounded(out, requireString(v, "join() item"));
       first = false;
     }
     result = out;

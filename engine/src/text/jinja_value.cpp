@@ -439,6 +439,17 @@ int64_t power(int64_t base, int64_t exponent) {  // exponent ≥ 0, by squaring
 
 }  // namespace
 
+void appendBounded(std::string& out, std::string_view piece) {
+  checkSize(out.size() + piece.size(), 0);
+  out += piece;
+}
+
+std::string spaces(int64_t n) {
+  if (n <= 0) return {};
+  checkSize(static_cast<uint64_t>(n) > kMaxValueBytes ? kMaxValueBytes + 1 : static_cast<size_t>(n), 0);
+  return std::string(static_cast<size_t>(n), ' ');
+}
+
 Value add(const Value& a, const Value& b) {
   if (a.isNumber() && b.isNumber()) {
     if (a.isFloat() || b.isFloat()) return a.asDouble() + b.asDouble();

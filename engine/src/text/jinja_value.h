@@ -183,5 +183,10 @@ class PrintLevel {
   PrintLevel& operator=(const PrintLevel&) = delete;
 };
 void checkPrinted(const std::string& out);  // throws when a printed value grows past kMaxValueBytes
+// Appends `piece` to a string the template is building, throwing before it would pass kMaxValueBytes
+// (a separator, replacement or indent may be large and repeated many times).
+void appendBounded(std::string& out, std::string_view piece);
+// `n` spaces (none when n <= 0) for an indent width, refused past kMaxValueBytes.
+std::string spaces(int64_t n);
 
 }  // namespace zipmoe::jinja

@@ -209,6 +209,17 @@ class TestChatTemplate : public QObject {
     ZIPMOE_EXPECT_ERROR(render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"), "recursion depth");
     ZIPMOE_EXPECT_ERROR(render("{{ 'x' * 100000000 }}"), "string of more than");
     ZIPMOE_EXPECT_ERROR(render("{% set s = 'x' * 1000000 %}{% for i in range(100) %}{{ s }}{% endfor %}"), "output grows past");
+    // Widths, separators, replacements and indents are bounded before they are allocated or repeated.
+    ZIPMOE_EXPECT_ERROR(render("{{ 'a' | indent(999999999999999) }}"), "string of more than");
+    ZIPMOE_EXPECT_ERROR(render("{{ ('a\\n' * 1000) | indent(100000) }}"), "string of more than");
+    ZIPMOE_EXPECT_ERROR(render("{{ [1, [2]] | tojson(indent=999999999999999) }}"), "string of more than");
+    ZIPMOE_EXPECT_ERROR(render("{{ [[[[[[1]]]]]] | tojson(indent='x' * 4000000) }}"), "string of more than");
+    ZIPMOE_EXPECT_ERROR(render("{{ range(4000) | join('x' * 10000) }}"), "string of more than");
+    ZIPMOE_EXPECT_ERROR(render("{{ ('x' * 10000).join(['a'] * 4000) }}"), "string of more than");
+    ZIPMOE_EXPECT_ERROR(render("{{ ('a' * 1000).replace('', 'y' * 100000) }}"), "string of more than");
+    ZIPMOE_EXPECT_ERROR(render("{{ ('ab' * 1000) | replace('a', 'y' * 100000) }}"), "string of more than");
+    QCOMPARE(render("{{ 'a\n\nb' | indent(2) }}|{{ 'a\n\nb' | indent(2, true, true) }}|{{ 'a' | indent(-3) }}"),
+             std::string("a\n\n  b|  a\n  \n  b|a"));
     ZIPMOE_EXPECT_ERROR(render("{{ 4611686018427387904 * 2 }}"), "integer overflow");
     ZIPMOE_EXPECT_ERROR(render("{{ 2 ** 64 }}"), "integer overflow");
     QCOMPARE(render("{{ 2 ** 62 }} {{ -9223372036854775807 - 1 }} {{ 7 // -2 }} {{ -7 % 3 }}"),
