@@ -92,11 +92,12 @@ class BatchTraceRouting : public RoutingOverride {
  public:
   BatchTraceRouting(std::shared_ptr<const ActivationTrace> trace, int layers, int experts, int k)
       : trace_(std::move(trace)), layers_(layers), experts_(experts), k_(k) {}
-  void setRequests(const std::vector<int>& prompts) {
+  void setRequests(const std::vector<int>& prompts, double continuation = 0) {
     routers_.clear();
     for (size_t r = 0; r < prompts.size(); ++r) {
       // Each request its own seed: two requests replaying the same prompt still differ in detail.
       routers_.push_back(std::make_unique<TraceRouting>(trace_, layers_, experts_, k_, 1 + r));
+      routers_.back()->setContinuation(continuation);
       routers_.back()->setPrompt(prompts[r]);
     }
   }
@@ -461,7 +462,7 @@ void BenchWorkload::decodeRounds(const RunSettings& settings, RunResult& result,
   int decodeSteps = 0, requests = 0;
   for (size_t round = 0; round < rounds.size(); ++round) {
     const std::vector<int>& prompts = rounds[round];
-    if (d.routing) d.routing->setRequests(prompts);
+    if (d.routing) d.routing->setRequests(prompts, settings.traceContinuation);
     std::vector<MoeModel::SequenceId> seqs;
     std::vector<int32_t> next(prompts.size());
     std::vector<double> prefill(prompts.size());

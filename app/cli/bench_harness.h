@@ -77,6 +77,9 @@ struct RunSettings {
   // after the highest measured prompt (never a measured one): as the app starts from the statistics
   // of earlier chats it keeps in SQLite. 0: from the prior, as a first session does.
   int historyPrompts = 0;
+  // Trace replay: once a prompt's counts are replayed, later tokens come from a Pólya urn with this
+  // many tokens of the layer's counts as prior (TraceRouting::setContinuation); 0: the counts again.
+  double traceContinuation = 0;
 };
 
 struct RunResult {

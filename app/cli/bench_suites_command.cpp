@@ -168,6 +168,7 @@ class SuiteRunner {
     doc["settings"]["prime"] = o_.prime;
     doc["settings"]["repeat"] = o_.repeat;
     doc["settings"]["history_prompts"] = o_.run.historyPrompts;
+    doc["settings"]["trace_continuation_tokens"] = o_.run.traceContinuation;
     doc["settings"]["order"] = "rotated";
     if (o_.warmUp && !warmedUp_) {
       w_.warmUp(systems({"zipmoe", "full-lru"}), bytesAt(o_.budget), o_.run);
@@ -584,7 +585,8 @@ const CommandSpec& suiteSpec() {
        {"--no-prime", "", "do not re-read a system's files before each measurement"},
        {"--no-resident", "", "skip the all-resident reference run (resident TPOT, stall and the bandwidth floor)"},
        {"--repeat", "N", "measurements of each system at each point, the median reported (1-100)"},
-       {"--history", "N", "ZipMoE systems plan from the activation counts of N other trace prompts from the start, as the app does from its stored statistics (default 0: the prior)"}},
+       {"--history", "N", "ZipMoE systems plan from the activation counts of N other trace prompts from the start, as the app does from its stored statistics (default 0: the prior)"},
+       {"--trace-continuation", "TAU", "once a trace prompt's tokens are replayed, draw later tokens' experts from the prompt's counts so far plus TAU tokens of the layer's counts over all prompts (a Polya urn, 0-1000000; default 0: replay the prompt's counts again). Fitted on the traces: 32 for Qwen1.5-MoE, 16 for DeepSeek-V2-Lite (scripts/dev/fit_session_weight.py)"}},
       1, 1,
       "A budget PCT is PCT % of the model's expert bytes in BF16, the whole budget (working set included), as in\n"
       "`generate --budget PCT%`; a system whose minimum is above it is reported as skipped.\n"
@@ -632,6 +634,7 @@ int runBenchSuite(const Args& arguments) {
   o.run.tokens = line.integer<int>("--tokens", 2, 1 << 20, o.run.tokens);
   o.run.warmup = line.integer<int>("--warmup", 0, 1 << 20, o.run.warmup);
   o.run.historyPrompts = line.integer<int>("--history", 0, 1 << 20, 0);
+  o.run.traceContinuation = line.number("--trace-continuation", 0, 1e6, 0);
   const int threads = line.integer<int>("--threads", 0, 4096, 0);
   const bool buffered = line.has("--buffered");
   o.plot = !line.has("--no-plot");

@@ -19,6 +19,14 @@
 // exactly. When fewer than k experts have counts left, the multiset restarts from the row. A row
 // that cannot give k distinct experts at all (a model k above the trace's top_k, an all-zero row) is
 // topped up with experts drawn in proportion to that layer's counts over all prompts, plus one.
+// Continuation (setContinuation, off by default): the restart makes a long generation repeat the
+// prompt's experts — on the Qwen1.5-MoE trace, 99.9 % of 24 decode steps' activations after a
+// 16-token prefill go to experts the prefill routed to, where the trace's own prompts send 27 % of
+// their later activations to experts their first 16 tokens did not route to. With continuation,
+// once the row has been drawn a token's k experts are drawn instead from a Pólya urn: in proportion
+// to the counts this prompt has routed so far plus priorTokens tokens' worth of the layer's counts
+// over all prompts. Its priorTokens is fitted on the trace itself (scripts/dev/fit_session_weight.py:
+// the held-out likelihood of a prompt's later tokens given its first ones).
 // Draws use a private xoshiro256** generator seeded from (seed, prompt, MoE layer): the same seed
 // gives the same experts on every platform and standard library, and a prompt replays the same way
 // whatever was replayed before it.
@@ -79,6 +87,11 @@ class TraceRouting : public RoutingOverride {
   void setPrompt(int prompt);
   int prompt() const { return prompt_; }
   const ActivationTrace& trace() const { return *trace_; }
+  // Once a layer's row has been drawn, later tokens come from the Pólya urn above with this many
+  // tokens of prior (0: the row restarts, the default). Applies to the draws after the call; a
+  // setPrompt() restarts every layer at its row. Throws zipmoe::Error unless 0 ≤ priorTokens ≤ 1e6.
+  void setContinuation(double priorTokens);
+  double continuation() const { return continuation_; }
   // The trace layer that MoE layer `moeLayer` replays.
   int traceLayer(int moeLayer) const;
 
@@ -94,6 +107,8 @@ class TraceRouting : public RoutingOverride {
     std::vector<uint32_t> remaining;  // the counts still to be drawn; empty = restart from the row
     uint64_t total = 0;               // their sum
     int positive = 0;                 // experts with a count left
+    std::vector<uint64_t> seen;       // [expert]: tokens this prompt routed to it so far
+    bool rowDrawn = false;            // the row was loaded once: a restart continues instead
     uint64_t rng[4] = {0, 0, 0, 0};   // xoshiro256** state
   };
   void chooseOne(Pool& pool, int moeLayer, int rowLayer, std::span<int64_t> out);
@@ -104,6 +119,8 @@ class TraceRouting : public RoutingOverride {
   int prompt_ = 0;
   std::vector<Pool> pools_;                      // [MoE layer]
   std::vector<std::vector<uint64_t>> fallback_;  // [MoE layer][expert]: all prompts' counts + 1
+  double continuation_ = 0;
+  std::vector<std::vector<uint64_t>> urnPrior_;  // [MoE layer][expert]: the urn's prior, × kUrnScale
   std::vector<char> picked_;                     // scratch, [expert]
   std::vector<std::vector<int64_t>> peeked_;     // [MoE layer]: a drawn choice not yet chosen
 };

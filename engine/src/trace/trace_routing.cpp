@@ -1,6 +1,7 @@
 // TraceRouting (see activation_trace.h): replaying a trace prompt's expert counts token by token.
 // Thread-safety: one caller (the model's thread). Cost: O(k × experts) per token.
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "base/random.h"
@@ -27,6 +28,10 @@ int drawUnpicked(uint64_t (&rng)[4], const std::vector<char>& picked, Weight wei
   }
   throw Error("TraceRouting: internal error: weighted draw ran past the last expert");
 }
+
+// The urn weighs a routed token as kUrnScale and the prior in the same units, so that integer
+// draws keep a fraction of a token's prior.
+constexpr uint64_t kUrnScale = uint64_t{1} << 16;
 
 }  // namespace
 
@@ -67,10 +72,33 @@ void TraceRouting::setPrompt(int prompt) {
     pool.remaining.clear();
     pool.total = 0;
     pool.positive = 0;
+    pool.seen.assign(static_cast<size_t>(experts_), 0);
+    pool.rowDrawn = false;
     // One independent stream per (seed, prompt, layer).
     uint64_t state = seed_ ^ (0xD1B54A32D192ED03ull * (static_cast<uint64_t>(prompt) + 1)) ^
                      (0xABC98388FB8FAC03ull * (static_cast<uint64_t>(l) + 1));
     detail::seedXoshiro256(pool.rng, state);
+  }
+}
+
+void TraceRouting::setContinuation(double priorTokens) {
+  if (!std::isfinite(priorTokens) || priorTokens < 0 || priorTokens > 1e6)
+    throw Error("TraceRouting: continuation prior " + std::to_string(priorTokens) +
+                " tokens is not in 0 .. 1000000 (trace of " + trace_->model() + ")");
+  continuation_ = priorTokens;
+  urnPrior_.clear();
+  if (priorTokens <= 0) return;
+  // priorTokens tokens of k experts each, spread as the layer's counts over all prompts (+1 each, so
+  // that every expert stays possible).
+  for (const std::vector<uint64_t>& counts : fallback_) {
+    uint64_t sum = 0;
+    for (const uint64_t c : counts) sum += c;
+    std::vector<uint64_t> prior(counts.size());
+    for (size_t e = 0; e < counts.size(); ++e)
+      prior[e] = std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(priorTokens * k_ * static_cast<double>(kUrnScale) *
+                                                                           static_cast<double>(counts[e]) /
+                                                                           static_cast<double>(sum))));
+    urnPrior_.push_back(std::move(prior));
   }
 }
 
@@ -121,7 +149,24 @@ void TraceRouting::draw(int moeLayer, int64_t tokens, int k, std::span<int64_t> 
 
 void TraceRouting::chooseOne(Pool& pool, int moeLayer, int rowLayer, std::span<int64_t> out) {
   const auto k = static_cast<uint64_t>(k_);
+  std::fill(picked_.begin(), picked_.end(), 0);
+  if (pool.positive < k_ && pool.rowDrawn && continuation_ > 0) {
+    // The row is spent: the urn (see activation_trace.h).
+    const std::vector<uint64_t>& prior = urnPrior_[static_cast<size_t>(moeLayer)];
+    for (int count = 0; count < k_; ++count)
+      picked_[static_cast<size_t>(drawUnpicked(pool.rng, picked_, [&](size_t e) -> uint64_t {
+        return pool.seen[e] * kUrnScale + prior[e];
+      }))] = 1;
+    size_t j = 0;
+    for (size_t e = 0; e < picked_.size(); ++e) {
+      if (!picked_[e]) continue;
+      out[j++] = static_cast<int64_t>(e);
+      ++pool.seen[e];
+    }
+    return;
+  }
   if (pool.positive < k_) {
+    pool.rowDrawn = true;
     const auto row = trace_->counts(prompt_, rowLayer);
     pool.remaining.assign(row.begin(), row.end());
     pool.total = 0;
@@ -131,7 +176,6 @@ void TraceRouting::chooseOne(Pool& pool, int moeLayer, int rowLayer, std::span<i
       pool.positive += c > 0 ? 1 : 0;
     }
   }
-  std::fill(picked_.begin(), picked_.end(), 0);
   int count = 0;
   if (pool.total > 0) {
     // The multiset still covers `left` tokens (rounded up). An expert with `left` counts must be in
@@ -157,6 +201,7 @@ void TraceRouting::chooseOne(Pool& pool, int moeLayer, int rowLayer, std::span<i
   for (size_t e = 0; e < picked_.size(); ++e) {
     if (!picked_[e]) continue;
     out[j++] = static_cast<int64_t>(e);
+    ++pool.seen[e];
     if (pool.remaining[e] > 0) {
       --pool.remaining[e];
       --pool.total;

@@ -3,6 +3,7 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 
@@ -322,6 +323,47 @@ class TestActivationTrace : public QObject {
     QCOMPARE(h[0], 40u);
     QCOMPARE(h[3], 40u);
     QCOMPARE(h[1] + h[2] + h[4] + h[5], 40u);
+  }
+
+  // Continuation: the row first, exactly; then a Pólya urn over what the prompt routed so far plus
+  // the layer's counts over all prompts (prompt 0 layer 0 + prompt 1 layer 0 + 1: 7 5 3 3 2 2).
+  void routingContinuesFromAnUrn() {
+    testing::TempDir tmp;
+    const auto trace = smallTrace(tmp);
+    const std::vector<uint32_t> row{5, 3, 1, 1, 0, 0};
+    TraceRouting routing(trace, 1, 6, 2, 7);
+    QCOMPARE(routing.continuation(), 0.0);
+    routing.setContinuation(50);
+    QCOMPARE(routing.continuation(), 50.0);
+    const auto prompt = run(routing, 0, 5, 2, {3, 1});
+    QCOMPARE(histogram(prompt, 6), row);  // the prompt's tokens replay its row as before
+    const auto later = run(routing, 0, 400, 2, {1});
+    QVERIFY(distinctAscending(later, 2, 6));
+    const auto h = histogram(later, 6);
+    // Experts the row never routed to come in (the restart would never draw them), and the row's
+    // favourite stays the favourite.
+    QVERIFY2(h[4] > 0 && h[5] > 0, "the urn's prior reaches every expert");
+    QVERIFY(std::max_element(h.begin(), h.end()) == h.begin());
+    // Deterministic for a seed; setPrompt starts the row (and the urn's counts) again.
+    routing.setPrompt(0);
+    QCOMPARE(run(routing, 0, 5, 2, {5}), prompt);
+    QCOMPARE(run(routing, 0, 400, 2, {4, 1}), later);
+    // A tiny prior keeps the prompt's experts (weights: a routed token 65,536, the prior at least 1).
+    routing.setContinuation(1e-9);
+    routing.setPrompt(0);
+    run(routing, 0, 5, 2);
+    const auto kept = histogram(run(routing, 0, 400, 2), 6);
+    QCOMPARE(kept[4] + kept[5], 0u);
+    // 0 restores the restart: every pass reproduces the row.
+    routing.setContinuation(0);
+    checkExactReproduction(trace, 7);
+    routing.setPrompt(0);
+    run(routing, 0, 5, 2);
+    QCOMPARE(histogram(run(routing, 0, 5, 2), 6), row);
+    ZIPMOE_EXPECT_ERROR(routing.setContinuation(-1), "continuation prior", "-1");
+    ZIPMOE_EXPECT_ERROR(routing.setContinuation(2e6), "0 .. 1000000");
+    ZIPMOE_EXPECT_ERROR(routing.setContinuation(std::nan("")), "continuation prior", "nan");
+    QCOMPARE(routing.continuation(), 0.0);  // a refused value changes nothing
   }
 
   void routingErrors() {
