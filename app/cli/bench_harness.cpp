@@ -161,6 +161,14 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
       return s;
     }
   }
+  // SYSTEM+sessionT: ZipMoE's session blend with T tokens of history weight (sessionPriorTokens).
+  if (const size_t plus = text.rfind("+session"); plus != std::string::npos && plus > 0 && plus + 8 < text.size()) {
+    BenchSystem s = parseBenchSystem(text.substr(0, plus), base, hf);
+    s.name = text;
+    s.options.sessionPriorTokens =
+        parseNumberIn("--systems " + text + " (the session blend's history tokens)", text.substr(plus + 8), 0, 1e6);
+    return s;
+  }
   // SYSTEM+outN: SYSTEM with N output slots (RuntimeOptions::outputSlots; the default is as needed).
   if (const size_t plus = text.rfind("+out"); plus != std::string::npos && plus > 0 && plus + 4 < text.size()) {
     BenchSystem s = parseBenchSystem(text.substr(0, plus), base, hf);
@@ -225,7 +233,7 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
   }
   throw Error("unknown system '" + text +
               "' (resident, zipmoe, zipmoe-prefetch, zipmoe-prefetch:ORACLE_ACCURACY, zipmoe:POOLS e.g. zipmoe:FS, zipmoe-raw, zipmoe-raw:POOLS, zipmoe-raw-always[:POOLS], zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-unfused[:POOLS], zipmoe-lru, zipmoe-fifo, "
-              "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking; any of them +fresh, +evict, +prior, +own, +outN)");
+              "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking; any of them +fresh, +evict, +prior, +own, +outN, +sessionT)");
 }
 
 struct BenchWorkload::Impl {

@@ -122,6 +122,11 @@ struct RuntimeOptions {
   // budgets, promoted to F one recovery at a time after 16 steps). Ranks break count ties by tokens.
   // Off: the prior until 16 steps (for comparison).
   bool planFromPrompt = true;
+  // The session blend (planFromPrompt with stored history): the history weighs as much as this many
+  // of the session's tokens, w = n / (n + sessionPriorTokens) for n tokens (cache::SessionBlend).
+  // 4 was chosen on a replay that repeats each prompt's experts; fitted on the traces' own prompts
+  // it is 16–32 (docs/RUNTIME.md, "A chat's tokens blended into stored history"). 0 … 1e6.
+  double sessionPriorTokens = 4;
   // Recovered experts waiting for / used by the model. −1 = as needed: none where every tensor the
   // model does not keep in F can reach it as split planes (ZipMoE mode, fuseRecovery, no raw
   // misses: a request that accepts or merges planes, ExpertRequest), so that their room goes to the

@@ -98,6 +98,9 @@ RuntimeOptions resolved(RuntimeOptions o, const Store& store) {
   if (o.prefetchSlots > 0 && o.mode != OffloadMode::ZipMoE)
     throw Error("expert runtime: prefetchSlots needs ZipMoE mode (the full-tensor baseline does not prefetch)");
   if (o.tolerance < 0) throw Error("expert runtime: tolerance δ must be ≥ 0");
+  if (!std::isfinite(o.sessionPriorTokens) || o.sessionPriorTokens < 0 || o.sessionPriorTokens > 1e6)
+    throw Error("expert runtime: sessionPriorTokens = " + std::to_string(o.sessionPriorTokens) +
+                ", expected 0 … 1000000 tokens");
   if (o.pools == 0 || o.pools > kAllPools) throw Error("expert runtime: the pool subset must enable at least one of F, C, S, E");
   if (!o.budget.isSet()) throw Error("expert runtime: no memory budget given (RuntimeOptions::budget)");
   if (o.observed) checkObserved(*o.observed, "expert runtime: RuntimeOptions::observed");
@@ -132,7 +135,7 @@ class Runtime final : public ExpertRuntime {
                                                   options_.lendRoom);
     if (options_.history) cache_->setActivationCounts(checkedShape(*options_.history));
     if (options_.mode == OffloadMode::ZipMoE && options_.planning)
-      cache_->setSessionBlend(experts::sessionBlend(sizes_.topK(), options_.planFromPrompt));
+      cache_->setSessionBlend(experts::sessionBlend(sizes_.topK(), options_.planFromPrompt, options_.sessionPriorTokens));
     if (options_.recyclePages) pages_ = io::PagePool::create();
     stats_.observed = options_.observed ? *options_.observed : profile.observed;
     applyPlan(computePlan(budget, options_.pools, cache_->activationCounts()));

@@ -115,12 +115,12 @@ std::vector<double> normaliseToOwnK(std::vector<double> f, int experts, int topK
 
 }  // namespace
 
-cache::SessionBlend sessionBlend(int topK, bool fromPrompt) {
+cache::SessionBlend sessionBlend(int topK, bool fromPrompt, double priorTokens) {
   cache::SessionBlend blend;
   blend.topK = fromPrompt ? topK : 0;
   blend.minSteps = kMinHistorySteps;
   blend.minTokens = kMinPromptTokens;
-  blend.priorTokens = kSessionPriorTokens;
+  blend.priorTokens = priorTokens;
   blend.windowTokens = kSessionWindowTokens;
   return blend;
 }
@@ -137,7 +137,8 @@ FrequencySource frequencySource(const ActivationCounts& counts, int layer, int e
   return FrequencySource::Prior;
 }
 
-std::vector<double> layerFrequency(const ActivationCounts& counts, int layer, int experts, int topK, bool fromPrompt) {
+std::vector<double> layerFrequency(const ActivationCounts& counts, int layer, int experts, int topK, bool fromPrompt,
+                                   double sessionPriorTokens) {
   std::vector<double> f;
   switch (frequencySource(counts, layer, experts, topK, fromPrompt)) {
     case FrequencySource::Prior: return plan::priorRankFrequency(experts, topK);
@@ -147,7 +148,7 @@ std::vector<double> layerFrequency(const ActivationCounts& counts, int layer, in
                                                       layerTokens(counts, layer, experts, topK), topK),
                                   topK);
     case FrequencySource::Session: {
-      const cache::SessionBlend blend = sessionBlend(topK, true);
+      const cache::SessionBlend blend = sessionBlend(topK, true, sessionPriorTokens);
       const uint64_t steps = counts.steps[static_cast<size_t>(layer)], sum = layerTokenSum(counts, layer, experts);
       const double w = blend.weight(steps, sum);
       const auto c = layerRow(counts.counts, layer, experts), t = layerRow(counts.tokens, layer, experts);
@@ -166,21 +167,24 @@ std::vector<double> layerFrequency(const ActivationCounts& counts, int layer, in
 }
 
 std::vector<std::vector<double>> layerFrequencies(const ActivationCounts& counts, int layers, int experts, int topK,
-                                                  bool fromPrompt) {
+                                                  bool fromPrompt, double sessionPriorTokens) {
   std::vector<std::vector<double>> frequencies;
-  for (int l = 0; l < layers; ++l) frequencies.push_back(layerFrequency(counts, l, experts, topK, fromPrompt));
+  for (int l = 0; l < layers; ++l)
+    frequencies.push_back(layerFrequency(counts, l, experts, topK, fromPrompt, sessionPriorTokens));
   return frequencies;
 }
 
 std::vector<plan::LayerPlan> planPools(const PoolPlanInputs& in, double poolBytes, PoolMask pools,
                                        const ActivationCounts& counts) {
-  return plan::planModel(layerFrequencies(counts, in.layers, in.experts, in.topK, in.fromPrompt), 0, pools, in.cost,
+  return plan::planModel(layerFrequencies(counts, in.layers, in.experts, in.topK, in.fromPrompt, in.sessionPriorTokens), 0,
+                         pools, in.cost,
                          in.bytesPerExpert, poolBytes, in.gridStep);
 }
 
 plan::LayerPlan planPoolsOfLayer(const PoolPlanInputs& in, double poolBytes, PoolMask pools,
                                  const ActivationCounts& counts, int layer) {
-  return plan::planModelLayer(layerFrequency(counts, layer, in.experts, in.topK, in.fromPrompt), layer, in.layers, 0,
+  return plan::planModelLayer(layerFrequency(counts, layer, in.experts, in.topK, in.fromPrompt, in.sessionPriorTokens),
+                              layer, in.layers, 0,
                               pools, in.cost, in.bytesPerExpert, poolBytes, in.gridStep);
 }
 

@@ -45,7 +45,7 @@ enum class FrequencySource : uint8_t {
 };
 // The blend the runtime uses (ranks, eviction and plans alike) for a model selecting topK experts
 // a token; with fromPrompt off, none.
-cache::SessionBlend sessionBlend(int topK, bool fromPrompt);
+cache::SessionBlend sessionBlend(int topK, bool fromPrompt, double priorTokens = kSessionPriorTokens);
 // The source for `layer` of these counts (Prompt and Session only with `fromPrompt` and the counts'
 // tokens).
 FrequencySource frequencySource(const ActivationCounts& counts, int layer, int experts, int topK, bool fromPrompt);
@@ -53,6 +53,7 @@ FrequencySource frequencySource(const ActivationCounts& counts, int layer, int e
 struct PoolPlanInputs {
   int layers = 0, experts = 0, topK = 1;
   bool fromPrompt = false;  // RuntimeOptions::planFromPrompt
+  double sessionPriorTokens = kSessionPriorTokens;  // RuntimeOptions::sessionPriorTokens
   std::array<double, kNumPools> bytesPerExpert{};
   plan::CostModel cost;
   double gridStep = 0.05;
@@ -78,10 +79,11 @@ std::vector<double> normaliseFrequencies(std::vector<double> f, int k);
 // One layer's rank frequencies from the counts, from the source frequencySource gives: the prior;
 // a prompt's tokens (the share of tokens routed to each expert); the steps' counts; or the session's
 // blend of the two (cache::SessionBlend::value of each expert).
-std::vector<double> layerFrequency(const ActivationCounts& counts, int layer, int experts, int topK, bool fromPrompt);
+std::vector<double> layerFrequency(const ActivationCounts& counts, int layer, int experts, int topK, bool fromPrompt,
+                                   double sessionPriorTokens = kSessionPriorTokens);
 // Each layer's rank frequencies (layerFrequency of every layer).
 std::vector<std::vector<double>> layerFrequencies(const ActivationCounts& counts, int layers, int experts, int topK,
-                                                  bool fromPrompt = false);
+                                                  bool fromPrompt = false, double sessionPriorTokens = kSessionPriorTokens);
 
 // Algorithm 4 for every layer, each layer getting an equal share of `poolBytes`.
 std::vector<plan::LayerPlan> planPools(const PoolPlanInputs& in, double poolBytes, PoolMask pools,

@@ -748,6 +748,11 @@ class TestExpertRuntime : public QObject {
     o.fuseRecovery = true;
     o.outputSlots = -2;
     ZIPMOE_EXPECT_ERROR(open(huffman_, o), "outputSlots = -2");
+    o.outputSlots = -1;
+    o.sessionPriorTokens = -1;
+    ZIPMOE_EXPECT_ERROR(open(huffman_, o), "sessionPriorTokens = -1", "0 … 1000000");
+    o.sessionPriorTokens = std::nan("");
+    ZIPMOE_EXPECT_ERROR(open(huffman_, o), "sessionPriorTokens = nan");
   }
 };
 

@@ -206,6 +206,18 @@ class TestPromptFrequencies : public QObject {
     std::vector<double> sorted = v;
     std::sort(sorted.begin(), sorted.end(), std::greater<>());
     QVERIFY(std::abs(f[0] / f[1] - sorted[0] / sorted[1]) < 1e-9);  // normalised together: ratios stay
+    // A heavier history (RuntimeOptions::sessionPriorTokens): w = 16 / (16 + 32) = 1/3, the same
+    // formula in the blend and in the planner's frequencies, and the history's two experts lead.
+    const cache::SessionBlend heavy = experts::sessionBlend(kTopK, true, 32);
+    QCOMPARE(heavy.weight(102, 32), 16.0 / 48.0);
+    const std::vector<double> fh = experts::layerFrequency(counts, 0, kExperts, kTopK, true, 32);
+    const double wh = 16.0 / 48.0;
+    const auto heavyValue = [&](uint64_t count, uint64_t toks) {
+      return wh * static_cast<double>(toks) * kTopK / tokens + (1 - wh) * static_cast<double>(count) / steps;
+    };
+    QVERIFY(heavyValue(100, 0) > heavyValue(2, 16));
+    QVERIFY(std::abs(fh[0] / fh[2] - heavyValue(100, 0) / heavyValue(2, 16)) < 1e-9);
+    QVERIFY(fh != f);
     // The history alone ranks the session's favourite below experts 0 and 1.
     ExpertCache alone(1, kExperts, EvictionPolicy::LeastFrequent, false);
     alone.setActivationCounts(history);
