@@ -161,19 +161,29 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
       return s;
     }
   }
-  // SYSTEM+sessionT: ZipMoE's session blend with T tokens of history weight (sessionPriorTokens).
-  if (const size_t plus = text.rfind("+session"); plus != std::string::npos && plus > 0 && plus + 8 < text.size()) {
+  // SYSTEM+NAMEvalue: SYSTEM with one numeric runtime option set.
+  struct NumericSuffix {
+    const char* text;
+    const char* what;
+    bool integer;
+    double min, max;
+    void (*apply)(RuntimeOptions&, double);
+  };
+  static const NumericSuffix numeric[] = {
+      // ZipMoE's session blend with T tokens of history weight (RuntimeOptions::sessionPriorTokens).
+      {"+session", "the session blend's history tokens", false, 0, 1e6,
+       [](RuntimeOptions& o, double v) { o.sessionPriorTokens = v; }},
+      // N output slots (RuntimeOptions::outputSlots; the default is as needed).
+      {"+out", "output slots", true, 0, 64, [](RuntimeOptions& o, double v) { o.outputSlots = static_cast<int>(v); }},
+  };
+  for (const NumericSuffix& suffix : numeric) {
+    const size_t n = std::strlen(suffix.text), plus = text.rfind(suffix.text);
+    if (plus == std::string::npos || plus == 0 || plus + n >= text.size()) continue;
     BenchSystem s = parseBenchSystem(text.substr(0, plus), base, hf);
     s.name = text;
-    s.options.sessionPriorTokens =
-        parseNumberIn("--systems " + text + " (the session blend's history tokens)", text.substr(plus + 8), 0, 1e6);
-    return s;
-  }
-  // SYSTEM+outN: SYSTEM with N output slots (RuntimeOptions::outputSlots; the default is as needed).
-  if (const size_t plus = text.rfind("+out"); plus != std::string::npos && plus > 0 && plus + 4 < text.size()) {
-    BenchSystem s = parseBenchSystem(text.substr(0, plus), base, hf);
-    s.name = text;
-    s.options.outputSlots = parseInt<int>("--systems " + text + " (output slots)", text.substr(plus + 4), 0, 64);
+    const std::string what = "--systems " + text + " (" + suffix.what + ")", value = text.substr(plus + n);
+    suffix.apply(s.options, suffix.integer ? parseInt<int>(what, value, static_cast<int>(suffix.min), static_cast<int>(suffix.max))
+                                           : parseNumberIn(what, value, suffix.min, suffix.max));
     return s;
   }
   BenchSystem s{text, base};

@@ -150,48 +150,42 @@ void TraceRouting::draw(int moeLayer, int64_t tokens, int k, std::span<int64_t> 
 void TraceRouting::chooseOne(Pool& pool, int moeLayer, int rowLayer, std::span<int64_t> out) {
   const auto k = static_cast<uint64_t>(k_);
   std::fill(picked_.begin(), picked_.end(), 0);
+  int count = 0;
   if (pool.positive < k_ && pool.rowDrawn && continuation_ > 0) {
     // The row is spent: the urn (see activation_trace.h).
     const std::vector<uint64_t>& prior = urnPrior_[static_cast<size_t>(moeLayer)];
-    for (int count = 0; count < k_; ++count)
+    for (; count < k_; ++count)
       picked_[static_cast<size_t>(drawUnpicked(pool.rng, picked_, [&](size_t e) -> uint64_t {
         return pool.seen[e] * kUrnScale + prior[e];
       }))] = 1;
-    size_t j = 0;
-    for (size_t e = 0; e < picked_.size(); ++e) {
-      if (!picked_[e]) continue;
-      out[j++] = static_cast<int64_t>(e);
-      ++pool.seen[e];
-    }
-    return;
-  }
-  if (pool.positive < k_) {
-    pool.rowDrawn = true;
-    const auto row = trace_->counts(prompt_, rowLayer);
-    pool.remaining.assign(row.begin(), row.end());
-    pool.total = 0;
-    pool.positive = 0;
-    for (const uint32_t c : pool.remaining) {
-      pool.total += c;
-      pool.positive += c > 0 ? 1 : 0;
-    }
-  }
-  int count = 0;
-  if (pool.total > 0) {
-    // The multiset still covers `left` tokens (rounded up). An expert with `left` counts must be in
-    // every one of them, so it is taken now; there are at most k such experts (their counts sum to
-    // at most total ≤ k × left). Taking them keeps every count ≤ the tokens left, which is what
-    // lets the remaining counts always be drawn as k distinct experts per token, to the end.
-    const uint64_t left = (pool.total + k - 1) / k;
-    for (size_t e = 0; e < picked_.size(); ++e)
-      if (pool.remaining[e] >= left) {
-        picked_[e] = 1;
-        ++count;
+  } else {
+    if (pool.positive < k_) {
+      pool.rowDrawn = true;
+      const auto row = trace_->counts(prompt_, rowLayer);
+      pool.remaining.assign(row.begin(), row.end());
+      pool.total = 0;
+      pool.positive = 0;
+      for (const uint32_t c : pool.remaining) {
+        pool.total += c;
+        pool.positive += c > 0 ? 1 : 0;
       }
-    for (; count < k_ && count < pool.positive; ++count)
-      picked_[static_cast<size_t>(drawUnpicked(pool.rng, picked_, [&](size_t e) -> uint64_t {
-        return pool.remaining[e];
-      }))] = 1;
+    }
+    if (pool.total > 0) {
+      // The multiset still covers `left` tokens (rounded up). An expert with `left` counts must be in
+      // every one of them, so it is taken now; there are at most k such experts (their counts sum to
+      // at most total ≤ k × left). Taking them keeps every count ≤ the tokens left, which is what
+      // lets the remaining counts always be drawn as k distinct experts per token, to the end.
+      const uint64_t left = (pool.total + k - 1) / k;
+      for (size_t e = 0; e < picked_.size(); ++e)
+        if (pool.remaining[e] >= left) {
+          picked_[e] = 1;
+          ++count;
+        }
+      for (; count < k_ && count < pool.positive; ++count)
+        picked_[static_cast<size_t>(drawUnpicked(pool.rng, picked_, [&](size_t e) -> uint64_t {
+          return pool.remaining[e];
+        }))] = 1;
+    }
   }
   // A row with fewer than k experts that have counts: top up from the layer's counts over all prompts.
   const std::vector<uint64_t>& fallback = fallback_[static_cast<size_t>(moeLayer)];
