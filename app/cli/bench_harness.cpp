@@ -173,6 +173,9 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
       // ZipMoE's session blend with T tokens of history weight (RuntimeOptions::sessionPriorTokens).
       {"+session", "the session blend's history tokens", false, 0, 1e6,
        [](RuntimeOptions& o, double v) { o.sessionPriorTokens = v; }},
+      // ZipMoE's plans smoothed toward uniform by T tokens (RuntimeOptions::smoothingTokens).
+      {"+smooth", "tokens of smoothing toward uniform", false, 0, 1e6,
+       [](RuntimeOptions& o, double v) { o.smoothingTokens = v; }},
       // N output slots (RuntimeOptions::outputSlots; the default is as needed).
       {"+out", "output slots", true, 0, 64, [](RuntimeOptions& o, double v) { o.outputSlots = static_cast<int>(v); }},
   };
@@ -243,7 +246,7 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
   }
   throw Error("unknown system '" + text +
               "' (resident, zipmoe, zipmoe-prefetch, zipmoe-prefetch:ORACLE_ACCURACY, zipmoe:POOLS e.g. zipmoe:FS, zipmoe-raw, zipmoe-raw:POOLS, zipmoe-raw-always[:POOLS], zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-unfused[:POOLS], zipmoe-lru, zipmoe-fifo, "
-              "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking; any of them +fresh, +evict, +prior, +own, +outN, +sessionT)");
+              "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking; any of them +fresh, +evict, +prior, +own, +outN, +sessionT, +smoothT)");
 }
 
 struct BenchWorkload::Impl {

@@ -17,7 +17,11 @@ the same share when the rest is drawn instead from the Pólya urn that `zipmoe b
 proportion to the counts so far plus TAU tokens of the history's shares): the TAU whose urn matches
 the trace's novelty is the one to replay with. Standard library only.
 
-usage: fit_session_weight.py TRACE.tsv [--history 100] [--prompts 200] [--seed 1]
+With --uniform it fits instead the runtime's kSmoothingTokens (RuntimeOptions::smoothingTokens): a
+session with no history, its first n tokens' counts smoothed toward uniform by TAU tokens, predicted
+share (session_e + TAU * k / N) / (k * (n + TAU)), scored the same way on the rest of the prompt.
+
+usage: fit_session_weight.py TRACE.tsv [--history 100] [--prompts 200] [--seed 1] [--uniform]
 """
 import argparse
 import json
@@ -43,6 +47,38 @@ def read_trace(path):
     return top_k, rows
 
 
+def first_tokens(counts, n, top_k, rng):
+    """The first n tokens' counts and the rest's, drawing the prompt's activations in a random order."""
+    pool = [e for e in range(len(counts)) for _ in range(counts[e])]
+    rng.shuffle(pool)
+    session = [0] * len(counts)
+    for e in pool[: n * top_k]:
+        session[e] += 1
+    return session, [counts[e] - session[e] for e in range(len(counts))]
+
+
+def fit_uniform(rows, held, layers, experts, top_k, taus, sessions, rng):
+    result = []
+    for n in [int(x) for x in sessions.split(",")]:
+        loss = {t: 0.0 for t in taus}
+        scored = 0
+        for p in held:
+            for l in layers:
+                counts = rows[p][l]
+                if sum(counts) // top_k <= n:
+                    continue
+                session, rest = first_tokens(counts, n, top_k, rng)
+                scored += sum(rest)
+                for t in taus:
+                    pred = [(session[e] + t * top_k / experts) / (top_k * (n + t)) for e in range(experts)]
+                    loss[t] += -sum(rest[e] * math.log(max(pred[e], 1e-12)) for e in range(experts))
+        if scored:
+            result.append({"session_tokens": n, "activations_scored": scored,
+                           "nats_per_activation": {str(t): round(loss[t] / scored, 4) for t in taus},
+                           "uniform_nats": round(math.log(experts), 4)})
+    return result
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
@@ -52,6 +88,7 @@ def main():
     ap.add_argument("--taus", default="0.5,1,2,4,8,16,32,64,256")
     ap.add_argument("--sessions", default="16,64,256")
     ap.add_argument("--cover", type=int, default=30, help="experts in the cover figure")
+    ap.add_argument("--uniform", action="store_true", help="fit the smoothing toward uniform (no history)")
     a = ap.parse_args()
     top_k, rows = read_trace(a.trace)
     prompts = sorted(rows)
@@ -64,6 +101,11 @@ def main():
     experts = len(rows[prompts[0]][layers[0]])
     history = {l: [sum(rows[p][l][e] for p in history_ids) for e in range(experts)] for l in layers}
     taus = [float(t) for t in a.taus.split(",")]
+    if a.uniform:
+        print(json.dumps({"trace": a.trace, "top_k": top_k, "experts": experts, "held_out_prompts": len(held),
+                          "smoothing_toward_uniform": fit_uniform(rows, held, layers, experts, top_k, taus,
+                                                                  a.sessions, rng)}, indent=1))
+        return
     result = []
     for n in [int(x) for x in a.sessions.split(",")]:
         loss = {t: 0.0 for t in taus}
@@ -77,12 +119,7 @@ def main():
                 total = sum(counts)
                 if total == 0 or sum(history[l]) == 0 or total // top_k <= n:
                     continue
-                pool = [e for e in range(experts) for _ in range(counts[e])]
-                rng.shuffle(pool)
-                session = [0] * experts
-                for e in pool[: n * top_k]:
-                    session[e] += 1
-                rest = [counts[e] - session[e] for e in range(experts)]
+                session, rest = first_tokens(counts, n, top_k, rng)
                 rest_total = sum(rest)
                 novel += sum(rest[e] for e in range(experts) if session[e] == 0)
                 h_total = sum(history[l])

@@ -604,6 +604,7 @@ class TestCli : public QObject {
         {{"bench", "suite"}, {"expected 1 argument, got 0"}},
         {{"bench", "suite", "budget", "--systems", "zipmoe,nosuch"}, {"unknown system 'nosuch'"}},
         {{"bench", "suite", "budget", "--systems", "zipmoe-workers:4294967297"}, {"zipmoe-workers:4294967297", "out of range"}},
+        {{"bench", "suite", "budget", "--systems", "zipmoe+smooth-1"}, {"zipmoe+smooth-1", "smoothing toward uniform"}},
         {{"bench", "suite", "budget", "--budgets", "25,150"}, {"--budgets", "'150'"}},
         {{"bench", "suite", "batch", "--batches", "1,,4"}, {"--batches", "empty item"}},
         {{"bench", "suite", "budget", "--workload", "nosuch"}, {"unknown --workload 'nosuch'"}},

@@ -127,6 +127,12 @@ struct RuntimeOptions {
   // 4 was chosen on a replay that repeats each prompt's experts; fitted on the traces' own prompts
   // it is 16–32 (docs/RUNTIME.md, "A chat's tokens blended into stored history"). 0 … 1e6.
   double sessionPriorTokens = 4;
+  // ZipMoE mode with planning: what a layer has seen (a prompt's tokens, a history's steps) is
+  // smoothed toward uniform by this many tokens before it is planned from, so that the experts nothing
+  // has routed to yet are planned for (experts/planner_inputs.h, kSmoothingTokens). Fitted on the
+  // traces' prompts: 16–24; off (0, the counts alone) until the planner prices a C hit as this
+  // machine measures it (with 16, all-C plans at 75 % ran 1.3–2× slower). 0 … 1e6.
+  double smoothingTokens = 0;
   // Recovered experts waiting for / used by the model. −1 = as needed: none where every tensor the
   // model does not keep in F can reach it as split planes (ZipMoE mode, fuseRecovery, no raw
   // misses: a request that accepts or merges planes, ExpertRequest), so that their room goes to the

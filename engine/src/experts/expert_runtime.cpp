@@ -98,9 +98,11 @@ RuntimeOptions resolved(RuntimeOptions o, const Store& store) {
   if (o.prefetchSlots > 0 && o.mode != OffloadMode::ZipMoE)
     throw Error("expert runtime: prefetchSlots needs ZipMoE mode (the full-tensor baseline does not prefetch)");
   if (o.tolerance < 0) throw Error("expert runtime: tolerance δ must be ≥ 0");
-  if (!std::isfinite(o.sessionPriorTokens) || o.sessionPriorTokens < 0 || o.sessionPriorTokens > 1e6)
-    throw Error("expert runtime: sessionPriorTokens = " + std::to_string(o.sessionPriorTokens) +
-                ", expected 0 … 1000000 tokens");
+  for (const auto& [name, tokens] : {std::pair{"sessionPriorTokens", o.sessionPriorTokens},
+                                     std::pair{"smoothingTokens", o.smoothingTokens}})
+    if (!std::isfinite(tokens) || tokens < 0 || tokens > 1e6)
+      throw Error(std::string("expert runtime: ") + name + " = " + std::to_string(tokens) +
+                  ", expected 0 … 1000000 tokens");
   if (o.pools == 0 || o.pools > kAllPools) throw Error("expert runtime: the pool subset must enable at least one of F, C, S, E");
   if (!o.budget.isSet()) throw Error("expert runtime: no memory budget given (RuntimeOptions::budget)");
   if (o.observed) checkObserved(*o.observed, "expert runtime: RuntimeOptions::observed");

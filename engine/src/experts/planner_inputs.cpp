@@ -137,55 +137,66 @@ FrequencySource frequencySource(const ActivationCounts& counts, int layer, int e
   return FrequencySource::Prior;
 }
 
-std::vector<double> layerFrequency(const ActivationCounts& counts, int layer, int experts, int topK, bool fromPrompt,
-                                   double sessionPriorTokens) {
-  std::vector<double> f;
-  switch (frequencySource(counts, layer, experts, topK, fromPrompt)) {
-    case FrequencySource::Prior: return plan::priorRankFrequency(experts, topK);
-    case FrequencySource::Prompt:
-      // The share of the tokens each expert serves: a token selects topK experts, so Σ f = topK.
-      return normaliseFrequencies(plan::rankFrequency(layerRow(counts.tokens, layer, experts),
-                                                      layerTokens(counts, layer, experts, topK), topK),
-                                  topK);
-    case FrequencySource::Session: {
-      const cache::SessionBlend blend = sessionBlend(topK, true, sessionPriorTokens);
-      const uint64_t steps = counts.steps[static_cast<size_t>(layer)], sum = layerTokenSum(counts, layer, experts);
-      const double w = blend.weight(steps, sum);
-      const auto c = layerRow(counts.counts, layer, experts), t = layerRow(counts.tokens, layer, experts);
-      for (size_t e = 0; e < c.size(); ++e) f.push_back(std::min(1.0, blend.value({c[e], t[e]}, steps, sum, w)));
-      std::sort(f.begin(), f.end(), std::greater<>());
-      return normaliseToOwnK(std::move(f), experts, topK);
-    }
-    case FrequencySource::History: {
-      // Layers may see different k (batches): each is planned with its own Σ f.
-      return normaliseToOwnK(
-          plan::rankFrequency(layerRow(counts.counts, layer, experts), counts.steps[static_cast<size_t>(layer)], topK),
-          experts, topK);
-    }
-  }
+std::vector<double> smoothTowardUniform(std::vector<double> f, double evidence, double tau) {
+  if (tau <= 0 || f.empty()) return f;
+  const double even = tau * std::accumulate(f.begin(), f.end(), 0.0) / static_cast<double>(f.size());
+  const double total = std::max(evidence, 0.0) + tau;
+  for (double& x : f) x = (std::max(evidence, 0.0) * x + even) / total;
   return f;
 }
 
+std::vector<double> layerFrequency(const ActivationCounts& counts, int layer, int experts, int topK, bool fromPrompt,
+                                   double sessionPriorTokens, double smoothingTokens) {
+  const uint64_t steps = counts.steps[static_cast<size_t>(layer)];
+  switch (frequencySource(counts, layer, experts, topK, fromPrompt)) {
+    case FrequencySource::Prior: return plan::priorRankFrequency(experts, topK);
+    case FrequencySource::Prompt: {
+      // The share of the tokens each expert serves: a token selects topK experts, so Σ f = topK.
+      const uint64_t tokens = layerTokens(counts, layer, experts, topK);
+      return smoothTowardUniform(
+          normaliseFrequencies(plan::rankFrequency(layerRow(counts.tokens, layer, experts), tokens, topK), topK),
+          static_cast<double>(tokens), smoothingTokens);
+    }
+    case FrequencySource::Session: {
+      const cache::SessionBlend blend = sessionBlend(topK, true, sessionPriorTokens);
+      const uint64_t sum = layerTokenSum(counts, layer, experts);
+      const double w = blend.weight(steps, sum);
+      const auto c = layerRow(counts.counts, layer, experts), t = layerRow(counts.tokens, layer, experts);
+      std::vector<double> f;
+      for (size_t e = 0; e < c.size(); ++e) f.push_back(std::min(1.0, blend.value({c[e], t[e]}, steps, sum, w)));
+      std::sort(f.begin(), f.end(), std::greater<>());
+      const double evidence = static_cast<double>(std::max(steps, layerTokens(counts, layer, experts, topK)));
+      return smoothTowardUniform(normaliseToOwnK(std::move(f), experts, topK), evidence, smoothingTokens);
+    }
+    case FrequencySource::History:
+      // Layers may see different k (batches): each is planned with its own Σ f.
+      return smoothTowardUniform(
+          normaliseToOwnK(plan::rankFrequency(layerRow(counts.counts, layer, experts), steps, topK), experts, topK),
+          static_cast<double>(steps), smoothingTokens);
+  }
+  return {};
+}
+
 std::vector<std::vector<double>> layerFrequencies(const ActivationCounts& counts, int layers, int experts, int topK,
-                                                  bool fromPrompt, double sessionPriorTokens) {
+                                                  bool fromPrompt, double sessionPriorTokens, double smoothingTokens) {
   std::vector<std::vector<double>> frequencies;
   for (int l = 0; l < layers; ++l)
-    frequencies.push_back(layerFrequency(counts, l, experts, topK, fromPrompt, sessionPriorTokens));
+    frequencies.push_back(layerFrequency(counts, l, experts, topK, fromPrompt, sessionPriorTokens, smoothingTokens));
   return frequencies;
 }
 
 std::vector<plan::LayerPlan> planPools(const PoolPlanInputs& in, double poolBytes, PoolMask pools,
                                        const ActivationCounts& counts) {
-  return plan::planModel(layerFrequencies(counts, in.layers, in.experts, in.topK, in.fromPrompt, in.sessionPriorTokens), 0,
-                         pools, in.cost,
-                         in.bytesPerExpert, poolBytes, in.gridStep);
+  return plan::planModel(
+      layerFrequencies(counts, in.layers, in.experts, in.topK, in.fromPrompt, in.sessionPriorTokens, in.smoothingTokens),
+      0, pools, in.cost, in.bytesPerExpert, poolBytes, in.gridStep);
 }
 
 plan::LayerPlan planPoolsOfLayer(const PoolPlanInputs& in, double poolBytes, PoolMask pools,
                                  const ActivationCounts& counts, int layer) {
-  return plan::planModelLayer(layerFrequency(counts, layer, in.experts, in.topK, in.fromPrompt, in.sessionPriorTokens),
-                              layer, in.layers, 0,
-                              pools, in.cost, in.bytesPerExpert, poolBytes, in.gridStep);
+  return plan::planModelLayer(
+      layerFrequency(counts, layer, in.experts, in.topK, in.fromPrompt, in.sessionPriorTokens, in.smoothingTokens), layer,
+      in.layers, 0, pools, in.cost, in.bytesPerExpert, poolBytes, in.gridStep);
 }
 
 std::vector<plan::LayerPlan> fixedRatioPlan(const PoolPlanInputs& in, double poolBytes, PoolMask pools,

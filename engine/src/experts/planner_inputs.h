@@ -35,6 +35,18 @@ inline constexpr double kSessionPriorTokens = 4;
 // the chat in front of the user, not the app's whole run, is what the blend trusts. Not fitted: a
 // chosen size, like the weight above.
 inline constexpr uint64_t kSessionWindowTokens = 1024;
+// What a layer has seen may be smoothed toward uniform as if this many more tokens (steps, for a
+// history) had been routed evenly over its experts: f ← (n·f + τ·k/N) / (n + τ) for n tokens or
+// steps of evidence, so that an expert none of them routed to is planned for as the next token may
+// well route to it (docs/RUNTIME.md, "Smoothing toward uniform"). Fitted on the traces' prompts by
+// held-out likelihood (scripts/dev/fit_session_weight.py --uniform, docs/bench/run15): τ = 24 for
+// Qwen1.5-MoE and 16 for DeepSeek-V2-Lite at 16 tokens (kFittedSmoothingTokens); a prompt's routing
+// is close to uniform over a layer's experts in both traces. Off by default (τ = 0, the counts
+// alone): with τ = 16 the plans cover the tail with C, misses fall, and at 75 % the all-C plans that
+// follow are 1.3–2× slower on this two-core machine, whose price for a C hit is too low (BENCHMARKS.md
+// run 15). RuntimeOptions::smoothingTokens.
+inline constexpr double kFittedSmoothingTokens = 16;
+inline constexpr double kSmoothingTokens = 0;
 
 // Where a layer's rank frequencies come from.
 enum class FrequencySource : uint8_t {
@@ -54,6 +66,7 @@ struct PoolPlanInputs {
   int layers = 0, experts = 0, topK = 1;
   bool fromPrompt = false;  // RuntimeOptions::planFromPrompt
   double sessionPriorTokens = kSessionPriorTokens;  // RuntimeOptions::sessionPriorTokens
+  double smoothingTokens = kSmoothingTokens;        // RuntimeOptions::smoothingTokens
   std::array<double, kNumPools> bytesPerExpert{};
   plan::CostModel cost;
   double gridStep = 0.05;
@@ -76,14 +89,22 @@ inline constexpr uint64_t kMinObservedOps = 8;
 plan::CostModel observedCostModel(plan::CostModel cost, const ObservedCosts& observed);
 // Rescales f (non-increasing, each ≤ 1) so that Σ f = k, keeping every value ≤ 1.
 std::vector<double> normaliseFrequencies(std::vector<double> f, int k);
+// f smoothed toward uniform by `tau` tokens against `evidence` (kSmoothingTokens): each value
+// becomes (evidence·f + tau·Σf/N) / (evidence + tau). Keeps the order and Σ f; unchanged when tau
+// is 0.
+std::vector<double> smoothTowardUniform(std::vector<double> f, double evidence, double tau);
 // One layer's rank frequencies from the counts, from the source frequencySource gives: the prior;
 // a prompt's tokens (the share of tokens routed to each expert); the steps' counts; or the session's
-// blend of the two (cache::SessionBlend::value of each expert).
+// blend of the two (cache::SessionBlend::value of each expert). Every source but the prior is then
+// smoothed toward uniform (smoothTowardUniform) by `smoothingTokens` against its evidence: the
+// prompt's tokens, the history's steps, or the larger of the two for the session's blend.
 std::vector<double> layerFrequency(const ActivationCounts& counts, int layer, int experts, int topK, bool fromPrompt,
-                                   double sessionPriorTokens = kSessionPriorTokens);
+                                   double sessionPriorTokens = kSessionPriorTokens,
+                                   double smoothingTokens = kSmoothingTokens);
 // Each layer's rank frequencies (layerFrequency of every layer).
 std::vector<std::vector<double>> layerFrequencies(const ActivationCounts& counts, int layers, int experts, int topK,
-                                                  bool fromPrompt = false, double sessionPriorTokens = kSessionPriorTokens);
+                                                  bool fromPrompt = false, double sessionPriorTokens = kSessionPriorTokens,
+                                                  double smoothingTokens = kSmoothingTokens);
 
 // Algorithm 4 for every layer, each layer getting an equal share of `poolBytes`.
 std::vector<plan::LayerPlan> planPools(const PoolPlanInputs& in, double poolBytes, PoolMask pools,

@@ -41,6 +41,7 @@ ZipMoeStrategy::ZipMoeStrategy(const Store& store, const ExpertSizes& sizes, con
   planInputs_.gridStep = options.gridStep;
   planInputs_.fromPrompt = options.planFromPrompt;
   planInputs_.sessionPriorTokens = options.sessionPriorTokens;
+  planInputs_.smoothingTokens = options.smoothingTokens;
   rawLayer_.assign(static_cast<size_t>(sizes.layers()), options.rawMisses == RawMisses::Always ? 1 : 0);
   rawInF_.assign(static_cast<size_t>(sizes.layers()) * static_cast<size_t>(sizes.experts()), 0);
 }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -753,6 +754,11 @@ class TestExpertRuntime : public QObject {
     ZIPMOE_EXPECT_ERROR(open(huffman_, o), "sessionPriorTokens = -1", "0 … 1000000");
     o.sessionPriorTokens = std::nan("");
     ZIPMOE_EXPECT_ERROR(open(huffman_, o), "sessionPriorTokens = nan");
+    o.sessionPriorTokens = 4;
+    o.smoothingTokens = 2e6;
+    ZIPMOE_EXPECT_ERROR(open(huffman_, o), "smoothingTokens = 2000000", "0 … 1000000");
+    o.smoothingTokens = -std::numeric_limits<double>::infinity();
+    ZIPMOE_EXPECT_ERROR(open(huffman_, o), "smoothingTokens = -inf");
   }
 };
 

@@ -3,7 +3,8 @@
 // plans from its tokens once they number 16 (per token, Σ f = k), from its steps' counts once it
 // has 16 steps, and from the prior before either; LeastFrequent eviction breaks count ties by tokens
 // too; stored statistics (no tokens) never plan from a prompt, but blend in the session's tokens once
-// 16 went through a layer; token counts that do not match the experts are an error naming both sizes.
+// 16 went through a layer; what a layer has seen may be smoothed toward uniform before it is planned
+// from; token counts that do not match the experts are an error naming both sizes.
 #include <QtTest>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "experts/planner_inputs.h"
 #include "zipmoe/error.h"
 #include "zipmoe/pool_planner.h"
+#include "zipmoe/runtime_options.h"
 
 using namespace zipmoe;
 using zipmoe::cache::ExpertCache;
@@ -105,7 +107,8 @@ class TestPromptFrequencies : public QObject {
     QCOMPARE(experts::frequencySource(counts, 0, kExperts, kTopK, false), FrequencySource::Prior);
     QCOMPARE(experts::frequencySource(counts, 1, kExperts, kTopK, true), FrequencySource::Prior);
 
-    const std::vector<double> f = experts::layerFrequency(counts, 0, kExperts, kTopK, true);
+    // The counts alone (no smoothing toward uniform):
+    const std::vector<double> f = experts::layerFrequency(counts, 0, kExperts, kTopK, true, experts::kSessionPriorTokens, 0);
     QCOMPARE(f.size(), static_cast<size_t>(kExperts));
     QVERIFY(std::abs(sum(f) - kTopK) < 1e-9);
     QCOMPARE(f[0], 1.0);   // in every token
@@ -201,7 +204,7 @@ class TestPromptFrequencies : public QObject {
       QCOMPARE(cache.rank(0, e), expected);
     }
     QCOMPARE(cache.rank(0, 5), 0);  // the session's favourite leads
-    const std::vector<double> f = experts::layerFrequency(counts, 0, kExperts, kTopK, true);
+    const std::vector<double> f = experts::layerFrequency(counts, 0, kExperts, kTopK, true, experts::kSessionPriorTokens, 0);
     QVERIFY(std::abs(sum(f) - kTopK) < 1e-9);
     std::vector<double> sorted = v;
     std::sort(sorted.begin(), sorted.end(), std::greater<>());
@@ -210,7 +213,7 @@ class TestPromptFrequencies : public QObject {
     // formula in the blend and in the planner's frequencies, and the history's two experts lead.
     const cache::SessionBlend heavy = experts::sessionBlend(kTopK, true, 32);
     QCOMPARE(heavy.weight(102, 32), 16.0 / 48.0);
-    const std::vector<double> fh = experts::layerFrequency(counts, 0, kExperts, kTopK, true, 32);
+    const std::vector<double> fh = experts::layerFrequency(counts, 0, kExperts, kTopK, true, 32, 0);
     const double wh = 16.0 / 48.0;
     const auto heavyValue = [&](uint64_t count, uint64_t toks) {
       return wh * static_cast<double>(toks) * kTopK / tokens + (1 - wh) * static_cast<double>(count) / steps;
@@ -238,6 +241,67 @@ class TestPromptFrequencies : public QObject {
     QVERIFY(cache.makeRoom(0, 0, 4096, cache.usage(0, 5), nullptr));
     QCOMPARE(cache.entry(0, lower).pool, cache::kNoPool);
     QCOMPARE(cache.entry(0, higher).pool, 0);
+  }
+
+  // What a layer has seen is smoothed toward uniform by RuntimeOptions::smoothingTokens (τ; off by
+  // default, the fitted 16 here) before it is planned from: f ← (n·f + τ·k/N) / (n + τ) against n prompt tokens, history steps, or the
+  // larger of the two for a session blend. Order and Σ f = k stay; an expert nothing routed to yet
+  // gets τ·k/N / (n + τ), so that a plan covers it; the prior is not smoothed; τ = 0 is the counts.
+  void whatALayerHasSeenIsSmoothedTowardUniform() {
+    ExpertCache cache(2, kExperts, EvictionPolicy::LeastFrequent, false);
+    cache.recordActivations(0, {2, 5, 0, 1}, {16, 12, 2, 2});  // the 16-token prompt of the test above
+    const ActivationCounts counts = cache.activationCounts();
+    const std::vector<double> raw = experts::layerFrequency(counts, 0, kExperts, kTopK, true, 4, 0);
+    QCOMPARE(experts::layerFrequency(counts, 0, kExperts, kTopK, true), raw);  // off by default
+    QCOMPARE(RuntimeOptions{}.smoothingTokens, experts::kSmoothingTokens);
+    QCOMPARE(experts::kSmoothingTokens, 0.0);
+    const double tau = experts::kFittedSmoothingTokens;
+    QCOMPARE(tau, 16.0);
+    const std::vector<double> f = experts::layerFrequency(counts, 0, kExperts, kTopK, true, 4, tau);
+    QVERIFY(std::abs(sum(f) - kTopK) < 1e-9);
+    const double even = 16.0 * kTopK / kExperts;
+    for (size_t r = 0; r < f.size(); ++r) {
+      QVERIFY2(std::abs(f[r] - (16 * raw[r] + even) / 32) < 1e-12, qPrintable(QString("rank %1").arg(r)));
+      if (r > 0) QVERIFY(f[r] <= f[r - 1]);
+    }
+    QCOMPARE(raw[7], 0.0);
+    QVERIFY(std::abs(f[7] - 0.125) < 1e-12);  // 16 · 2/8 / 32
+    QVERIFY(std::abs(f[0] - 0.625) < 1e-12);  // (16 · 1 + 4) / 32
+    QCOMPARE(experts::layerFrequency(counts, 0, kExperts, kTopK, true, 4, 1e6)[7] > 0.24, true);  // nearly even
+    QCOMPARE(experts::layerFrequency(counts, 1, kExperts, kTopK, true, 4, tau), plan::priorRankFrequency(kExperts, kTopK));
+    QCOMPARE(experts::smoothTowardUniform(raw, 16, 0), raw);
+
+    // A long history: 1600 steps, experts 0 and 1 in every one; τ = 16 moves it by 1 %.
+    ActivationCounts history{1, kExperts, std::vector<uint64_t>(kExperts, 0), {1600}, {}};
+    history.counts[0] = history.counts[1] = 1600;
+    const std::vector<double> h = experts::layerFrequency(history, 0, kExperts, kTopK, false, 4, tau);
+    QVERIFY(std::abs(h[0] - (1600 + 4) / 1616.0) < 1e-12);
+    QVERIFY(std::abs(h[7] - 4 / 1616.0) < 1e-12);
+    QVERIFY(std::abs(sum(h) - kTopK) < 1e-9);
+
+    // The plan covers what the counts alone leave out: with room for 4 experts in F, or more in the
+    // compressed pools, the counts alone leave the 4 unrouted experts in no pool; smoothed, the plan
+    // holds more of them.
+    experts::PoolPlanInputs in;
+    in.layers = 1;
+    in.experts = kExperts;
+    in.topK = kTopK;
+    in.fromPrompt = true;
+    in.bytesPerExpert = {3e6, 2e6, 1.5e6, 0.5e6};
+    in.cost.u = 1.4e-3;
+    in.cost.v = 0.3e-3;
+    in.cost.c = 0.25e-3;
+    in.cost.recover = 0.5e-3;
+    in.cost.threads = 2;
+    in.cost.shards = 4;
+    in.cost.tensorsPerExpert = 3;
+    const auto held = [](const plan::LayerPlan& lp) { return std::accumulate(lp.capacity.begin(), lp.capacity.end(), 0); };
+    in.smoothingTokens = 0;
+    const plan::LayerPlan countsOnly = experts::planPoolsOfLayer(in, 4 * 3e6, kAllPools, counts, 0);
+    in.smoothingTokens = tau;
+    const plan::LayerPlan smoothed = experts::planPoolsOfLayer(in, 4 * 3e6, kAllPools, counts, 0);
+    QVERIFY2(held(smoothed) > held(countsOnly),
+             qPrintable(QString("held %1 smoothed, %2 from the counts").arg(held(smoothed)).arg(held(countsOnly))));
   }
 
   // The one-layer plan the runtime makes at a prefill is the plan the whole-model planner gives that
