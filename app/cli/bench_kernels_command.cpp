@@ -85,11 +85,11 @@ int runBenchKernels(const Args& arguments) {
   }
   std::printf("\nBF16 GEMV, batch %d, weights read from memory (median), %s compute threads:\n", batch,
               threads > 0 ? std::to_string(threads).c_str() : "all");
-  std::printf("  %-34s %-12s %12s %9s %10s\n", "shape", "kernel", "us/product", "GB/s", "rel. err");
+  std::printf("  %-34s %-18s %12s %9s %10s\n", "shape", "kernel", "us/product", "GB/s", "rel. err");
   for (const Shape& s : shapes) {
     nlohmann::ordered_json row{{"shape", s.name}, {"rows", s.rows}, {"cols", s.cols}};
     for (const GemvFigure& f : measureGemv(s.rows, s.cols, batch, bytes, repeats, threads)) {
-      std::printf("  %-34s %-12s %12.1f %9.1f %10.2g\n", s.name.c_str(), f.kernel.c_str(), f.microseconds, f.gbPerSecond,
+      std::printf("  %-34s %-18s %12.1f %9.1f %10.2g\n", s.name.c_str(), f.kernel.c_str(), f.microseconds, f.gbPerSecond,
                   f.maxRelativeError);
       row["kernels"].push_back({{"kernel", f.kernel}, {"us", f.microseconds}, {"gb_per_s", f.gbPerSecond},
                                 {"max_relative_error", f.maxRelativeError}});

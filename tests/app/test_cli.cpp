@@ -187,6 +187,18 @@ class TestCli : public QObject {
       QVERIFY(row.toObject()["decode_g_exp_per_s_to_memory"].toDouble() > 0);
     }
     QVERIFY(!codecJson["bf16"].toArray().isEmpty());
+    // bench kernels: every project kernel on the BF16 words and on the split planes, which give the
+    // same products bit for bit (so the same error against libtorch).
+    r = runCli({"bench", "kernels", "--shapes", "64x256", "--mb", "64", "--repeat", "1", "--threads", "1", "--json",
+                path(tmp / "kernels.json")});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QVERIFY(r.out.contains("scalar split"));
+    QMap<QString, double> errors;
+    for (const auto& k : readJsonFile(tmp / "kernels.json")["gemv"].toArray()[0].toObject()["kernels"].toArray())
+      errors[k.toObject()["kernel"].toString()] = k.toObject()["max_relative_error"].toDouble();
+    QVERIFY(errors.contains("libtorch") && errors.contains("scalar") && errors.contains("scalar split"));
+    for (auto it = errors.cbegin(); it != errors.cend(); ++it)
+      if (it.key().endsWith(" split")) QCOMPARE(it.value(), errors.value(it.key().chopped(6), -1));
     r = runCli({"info"});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
     QVERIFY(r.out.contains("libtorch"));

@@ -23,7 +23,7 @@ struct BandwidthFigure {
 BandwidthFigure measureReadBandwidth(size_t bytes, int threads, int repeats);
 
 struct GemvFigure {
-  std::string kernel;            // "libtorch", "scalar", "avx2", "avx512-bf16"
+  std::string kernel;            // "libtorch", "scalar", "avx2", "avx512-bf16"; "… split": from the split planes
   double microseconds = 0;       // per product, median of the timed products
   double gbPerSecond = 0;        // weight bytes ÷ time
   double maxRelativeError = 0;   // against libtorch's result, relative to its mean magnitude
@@ -31,7 +31,9 @@ struct GemvFigure {
 // y = x · Wᵀ for W [rows × cols] and x [batch × cols], BF16, on `threads` compute threads (0 = every
 // CPU this process may use, as the model's default). Enough
 // distinct copies of W are cycled through (at least `workingSetBytes`) that every product reads
-// its weights from memory, not from a cache, as decoding does.
+// its weights from memory, not from a cache, as decoding does. Each project kernel is measured twice:
+// on the BF16 words and on the same weights' split planes (exponent and sign-mantissa, one byte per
+// weight each: what a C/S/E hit or a miss is computed from when recovery is fused), "<kernel> split".
 std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, size_t workingSetBytes, int repeats,
                                     int threads = 0);
 

@@ -18,6 +18,7 @@
 #include "base/crc32c.h"
 #include "kernels/bf16_gemv.h"
 #include "model/linear.h"
+#include "zipmoe/bf16_split.h"
 #include "zipmoe/error.h"
 
 namespace zipmoe {
@@ -105,22 +106,42 @@ std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, s
   const at::Tensor reference = at::linear(x, weights[0]).to(at::kFloat);
   const double scale = reference.abs().mean().item<double>() + 1e-12;
 
-  std::vector<std::pair<std::string, MatmulKernel>> kernels = {{"libtorch", MatmulKernel::Libtorch}};
+  // Each copy also as its split planes, for the kernels that compute from them (projectSplit).
+  std::vector<std::vector<uint8_t>> exponents(copies), signMantissa(copies);
+  for (size_t i = 0; i < copies; ++i) {
+    exponents[i].resize(static_cast<size_t>(rows * cols));
+    signMantissa[i].resize(static_cast<size_t>(rows * cols));
+    bf16::split(reinterpret_cast<const uint16_t*>(weights[i].data_ptr<at::BFloat16>()), static_cast<size_t>(rows * cols),
+                exponents[i].data(), signMantissa[i].data());
+  }
+
+  struct Kernel {
+    std::string name;
+    MatmulKernel kernel;
+    bool split;
+  };
+  std::vector<Kernel> kernels = {{"libtorch", MatmulKernel::Libtorch, false}};
   for (const MatmulKernel k : {MatmulKernel::Scalar, MatmulKernel::Avx2, MatmulKernel::Avx512Bf16})
-    if (matmulKernelSupported(k)) kernels.emplace_back(matmulKernelName(k), k);
+    if (matmulKernelSupported(k))
+      for (const bool split : {false, true})
+        kernels.push_back({std::string(matmulKernelName(k)) + (split ? " split" : ""), k, split});
   std::vector<GemvFigure> out;
-  for (const auto& [name, kernel] : kernels) {
-    const MatmulScope scope(kernel);
+  for (const Kernel& k : kernels) {
+    const MatmulScope scope(k.kernel);
+    const auto product = [&](size_t i) {
+      return k.split ? projectSplit(x, exponents[i].data(), signMantissa[i].data(), rows, cols) : project(x, weights[i]);
+    };
     GemvFigure f;
-    f.kernel = name;
-    f.maxRelativeError = (project(x, weights[0]).to(at::kFloat) - reference).abs().max().item<double>() / scale;
+    f.kernel = k.name;
+    f.maxRelativeError = (product(0).to(at::kFloat) - reference).abs().max().item<double>() / scale;
     // Scalar is slow: fewer products, still every copy at least once.
-    const size_t products = std::max(copies, static_cast<size_t>(repeats) * (kernel == MatmulKernel::Scalar ? 1 : 4));
-    for (size_t i = 0; i < copies; ++i) (void)project(x, weights[i]);  // warm-up: page in, wake the pool
+    const size_t products =
+        std::max(copies, static_cast<size_t>(repeats) * (k.kernel == MatmulKernel::Scalar ? 1 : 4));
+    for (size_t i = 0; i < copies; ++i) (void)product(i);  // warm-up: page in, wake the pool
     std::vector<double> times;
     for (size_t i = 0; i < products; ++i) {
       const auto t0 = Clock::now();
-      const at::Tensor y = project(x, weights[i % copies]);
+      const at::Tensor y = product(i % copies);
       times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
     std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
