@@ -588,15 +588,12 @@ double BenchWorkload::warmUp(const std::vector<BenchSystem>& systems, uint64_t b
   };
   std::fprintf(stderr,
                "bench: observed ms per operation (profiled): tensor read %s, full read %s, E-chunk read %s, SM read %s, "
-               "decompress %s, recover %s; layer makespan / estimate: with CPU work %.2f (%llu layers), reads only %.2f (%llu); "
-               "over the estimate: a whole-expert layer %.2f ms (%llu), an expert from planes %.2f ms (%llu)\n",
+               "decompress %s, recover %s; layer makespan / estimate: with CPU work %.2f (%llu layers), reads only %.2f (%llu)\n",
                ms(observed_.tensorRead, profile_.tensorRead).c_str(), ms(observed_.fullRead, profile_.fullRead).c_str(),
                ms(observed_.eRead, profile_.eRead).c_str(), ms(observed_.smRead, profile_.smRead).c_str(),
                ms(observed_.decompress, profile_.decompress).c_str(), ms(observed_.recover, profile_.recover).c_str(),
                observed_.cpuLayer.seconds, static_cast<unsigned long long>(observed_.cpuLayer.count), observed_.readLayer.seconds,
-               static_cast<unsigned long long>(observed_.readLayer.count), observed_.plainLayer.seconds * 1e3,
-               static_cast<unsigned long long>(observed_.plainLayer.count), observed_.splitExpert.seconds * 1e3,
-               static_cast<unsigned long long>(observed_.splitExpert.count));
+               static_cast<unsigned long long>(observed_.readLayer.count));
   return seconds;
 }
 

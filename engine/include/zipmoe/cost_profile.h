@@ -56,14 +56,6 @@ struct ObservedCosts {
   // observed operation costs), for layers with CPU work (decompression or recovery) and for layers
   // that only read (raw or full-tensor misses). Their quotient is the planner's cpuLayerFactor.
   ObservedCost cpuLayer, readLayer;
-  // Batch-1 decode layers (as many experts as the model's top-k), priced with the observed figures
-  // above: a layer whose experts all come from F or raw reads — its measured time (the model's
-  // compute of its experts included) over the estimate, in seconds (`plainLayer`); and, for a layer
-  // where s experts are decoded and computed from their planes (C/S/E hits, ZipMoE misses), its
-  // measured time over the estimate, less plainLayer's, ÷ s (`splitExpert`, each observation at
-  // least 0). splitExpert is what such an expert costs here beyond the decoding Algorithm 3 prices:
-  // the planner's CostModel::splitExpert once both are observed.
-  ObservedCost plainLayer, splitExpert;
   void merge(const ObservedCosts& other);
   bool any() const;
 };

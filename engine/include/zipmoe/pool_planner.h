@@ -54,11 +54,6 @@ struct CostModel {
   // What the terms above do not capture on a small machine: the decoders and the model's own
   // compute share the cores for the whole layer, not only while the expert FFNs run.
   double cpuLayerFactor = 0;
-  // Observed too (ObservedCosts::splitExpert): seconds each expert decoded and computed from its
-  // planes (C/S/E hits, ZipMoE misses) adds to its layer beyond the terms above, added to the
-  // estimate per such expert. What a C hit costs on a machine whose decoders and model share the
-  // cores (docs/RUNTIME.md, "The price of a C hit"). 0 = none; when observed, cpuLayerFactor is off.
-  double splitExpert = 0;
 };
 
 // Rank-based marginal inclusion probabilities f_r from activation counts of one layer: the counts
@@ -102,7 +97,7 @@ std::vector<double> hitDistribution(std::span<const double> q, int maxHits);
 //   busy      = B + (decodeSlowdown − 1)·O            (the workers run slower while the model computes)
 //   penalty   = (computeSlowdown − 1)·O               (the FFNs run slower while the workers decode)
 //   T_I/O'    = T_I/O · ioSlowdown when B > 0, else T_I/O
-//   estimate  = (max{T_I/O', busy} + penalty) · cpuLayerFactor + splitExpert · (k − h_F − m_raw).
+//   estimate  = max{T_I/O', busy} + penalty.
 // With every contention figure 0 (or 1) this is exactly the paper's max{T_I/O, T_decomp, T_recover}.
 // A layer that needs no CPU work (F hits and raw misses only) costs its reads alone.
 double estimateMakespan(int k, const std::array<int, kNumPools>& hits, const CostModel& cost, bool rawMisses = false);

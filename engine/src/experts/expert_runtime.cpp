@@ -505,19 +505,9 @@ class Runtime final : public ExpertRuntime {
     if (total > k) return;
     plan::CostModel cost = experts::observedCostModel(layerCost_, observed);
     cost.cpuLayerFactor = 0;
-    cost.splitExpert = 0;
     try {
       const double estimate = plan::estimateMakespan(k, hits, cost, raw);
       if (estimate > 0) (cpu ? observed.cpuLayer : observed.readLayer).add(measured / estimate);
-      // The price of an expert computed from its planes: batch-1 decode layers only (a prefill's
-      // layer computes many tokens), against the layers whose experts all come whole.
-      if (k == sizes_.topK()) {
-        const int split = k - hits[static_cast<size_t>(poolIndex(Pool::F))] - (raw ? k - total : 0);
-        if (split == 0)
-          observed.plainLayer.add(std::max(0.0, measured - estimate));
-        else if (observed.plainLayer.count >= experts::kMinObservedOps)
-          observed.splitExpert.add(std::max(0.0, (measured - estimate - observed.plainLayer.seconds) / split));
-      }
     } catch (const Error&) {
       // A layer the estimate has no figures for (none of the validated inputs gives one): not observed.
     }

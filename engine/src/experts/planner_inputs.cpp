@@ -61,10 +61,8 @@ plan::CostModel observedCostModel(plan::CostModel cost, const ObservedCosts& obs
                  {cost.fullRead, observed.fullRead}}))
     cost.ioSlowdown = 1;
   if (calibrate({{cost.c, observed.decompress}, {cost.recover, observed.recover}})) cost.decodeSlowdown = 1;
-  if (observed.splitExpert.count >= kMinObservedOps && observed.plainLayer.count >= kMinObservedOps)
-    cost.splitExpert = observed.splitExpert.seconds;  // in place of the layer quotient below
-  else if (observed.cpuLayer.count >= kMinObservedOps && observed.readLayer.count >= kMinObservedOps &&
-           observed.readLayer.seconds > 0)
+  if (observed.cpuLayer.count >= kMinObservedOps && observed.readLayer.count >= kMinObservedOps &&
+      observed.readLayer.seconds > 0)
     cost.cpuLayerFactor = observed.cpuLayer.seconds / observed.readLayer.seconds;
   return cost;
 }

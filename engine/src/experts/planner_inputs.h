@@ -85,9 +85,7 @@ inline constexpr uint64_t kMinObservedOps = 8;
 // observed mean; each one not (yet) observed is the profile's, scaled by how its group's observed
 // figures compare with theirs in the profile (reads: the disk and the host's cache; CPU work:
 // decompression and recovery, sharing the cores with the model). The contention factors of a
-// calibrated group become 1: its observed times already include the contention. The price of an
-// expert computed from its planes (splitExpert) once ObservedCosts::splitExpert and plainLayer are
-// observed; else the layer quotient cpuLayer ÷ readLayer (cpuLayerFactor).
+// calibrated group become 1: its observed times already include the contention.
 plan::CostModel observedCostModel(plan::CostModel cost, const ObservedCosts& observed);
 // Rescales f (non-increasing, each ≤ 1) so that Σ f = k, keeping every value ≤ 1.
 std::vector<double> normaliseFrequencies(std::vector<double> f, int k);

@@ -106,11 +106,9 @@ BudgetPrediction BudgetAdvisor::predict(uint64_t budgetBytes) const {
   // The runtime's own measure of its estimate's error: measured layer makespan ÷ Algorithm 3's
   // estimate (without the CPU-layer factor), over the layers with CPU work it ran (ObservedCosts::
   // cpuLayer). Applied to the plan's expected makespan once observed, as the whole layer (its FFNs
-  // are inside the measured makespan). Not with the observed price of an expert from planes
-  // (cost.splitExpert): the plan's makespan then already carries what the quotient would correct.
+  // are inside the measured makespan).
   const ObservedCosts& seen = inputs_.observed ? *inputs_.observed : inputs_.profile.observed;
-  const bool calibrated =
-      cost.splitExpert <= 0 && seen.cpuLayer.count >= experts::kMinObservedOps && seen.cpuLayer.seconds > 0;
+  const bool calibrated = seen.cpuLayer.count >= experts::kMinObservedOps && seen.cpuLayer.seconds > 0;
   const double layerScale = calibrated ? seen.cpuLayer.seconds / std::max(1.0, cost.cpuLayerFactor) : 1.0;
   out.calibration = calibrated ? layerScale : 0.0;
   const double b = std::max(0.0, inputs_.profile.computePerToken);

@@ -50,7 +50,6 @@ void validateCost(const CostModel& c) {
   check("decodeSlowdown", c.decodeSlowdown);
   check("ioSlowdown", c.ioSlowdown);
   check("cpuLayerFactor", c.cpuLayerFactor);
-  check("splitExpert", c.splitExpert);
   const auto checkCount = [](const char* name, int v) {
     if (v < 1) fail(std::string("cost.") + name + " = " + std::to_string(v) + ", expected >= 1");
   };
@@ -85,8 +84,7 @@ double makespan(int k, int hF, int hC, int hS, int hE, const CostModel& c, bool 
   const double overlap = std::min(k * c.compute, busy);
   const double cpu = busy + (factor(c.decodeSlowdown) - 1) * overlap;
   const double penalty = (factor(c.computeSlowdown) - 1) * overlap;
-  const int split = k - hF - (raw ? misses : 0);
-  return (std::max(tIO * factor(c.ioSlowdown), cpu) + penalty) * factor(c.cpuLayerFactor) + split * c.splitExpert;
+  return (std::max(tIO * factor(c.ioSlowdown), cpu) + penalty) * factor(c.cpuLayerFactor);
 }
 
 // One Bernoulli(q) trial folded into a hit distribution truncated at degree H (Algorithm 2, line 8).

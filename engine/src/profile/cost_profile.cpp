@@ -347,8 +347,7 @@ template <class Figures, class Costs>
 Figures figuresOf(Costs& o) {
   return {{"tensor_read", &o.tensorRead}, {"e_read", &o.eRead},           {"sm_read", &o.smRead},
           {"full_read", &o.fullRead},     {"decompress", &o.decompress}, {"recover", &o.recover},
-          {"cpu_layer", &o.cpuLayer},     {"read_layer", &o.readLayer},   {"plain_layer", &o.plainLayer},
-          {"split_expert", &o.splitExpert}};
+          {"cpu_layer", &o.cpuLayer},     {"read_layer", &o.readLayer}};
 }
 }  // namespace
 
@@ -505,8 +504,6 @@ void ObservedCosts::merge(const ObservedCosts& other) {
   recover.merge(other.recover);
   cpuLayer.merge(other.cpuLayer);
   readLayer.merge(other.readLayer);
-  plainLayer.merge(other.plainLayer);
-  splitExpert.merge(other.splitExpert);
 }
 
 bool ObservedCosts::any() const {

@@ -17,13 +17,11 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/experts/runtime_fixture.h"
-#include "experts/planner_inputs.h"
 #include "test_support.h"
 #include "zipmoe/converter.h"
 #include "zipmoe/cost_profile.h"
 #include "zipmoe/error.h"
 #include "zipmoe/expert_runtime.h"
-#include "zipmoe/pool_planner.h"
 #include "zipmoe/store.h"
 #include "zipmoe/synthetic_model.h"
 
@@ -119,57 +117,6 @@ class TestRawMisses : public QObject {
     bad.recover.count = 3;
     o.observed = bad;
     ZIPMOE_EXPECT_ERROR(ExpertRuntime::open(f_.opened, o, f_.directProfile), "observed figure 'recover'");
-  }
-
-  // Batch-1 decode layers (as many experts as the model's top-k) are observed against the estimate:
-  // a layer of whole experts (raw misses here) into plainLayer; one whose experts are decoded and
-  // computed from planes into splitExpert, once plainLayer has kMinObservedOps layers. Layers of
-  // another size (a prefill's union) are not. The planner then prices such experts with it.
-  void splitExpertsArePricedAgainstWholeExpertLayers() {
-    const Manifest& m = f_.opened->manifest();
-    const int topK = static_cast<int>(m.config->value("num_experts_per_tok", 1));
-    QVERIFY(topK >= 1 && topK < m.numExperts);
-    const int steps = static_cast<int>(experts::kMinObservedOps);  // × layers whole-expert layers
-    RuntimeOptions o;
-    o.checkpointDir = f_.hf;
-    o.rawMisses = RawMisses::Always;
-    o.budget = MemoryBudget::poolsForShare(0.0);
-    ObservedCosts whole;
-    {
-      auto rt = ExpertRuntime::open(f_.opened, o, f_.directProfile);
-      runStream(f_, *rt, requestStream(steps, m.numLayers(), m.numExperts, topK, 9));
-      whole = rt->stats().observed;
-    }
-    QCOMPARE(whole.plainLayer.count, static_cast<uint64_t>(steps * m.numLayers()));
-    QCOMPARE(whole.splitExpert.count, uint64_t{0});
-    // ZipMoE misses, decoded: each layer's topK experts are priced against the whole-expert layers.
-    o.rawMisses = RawMisses::Never;
-    o.observed = whole;
-    ObservedCosts split;
-    {
-      auto rt = ExpertRuntime::open(f_.opened, o, f_.directProfile);
-      runStream(f_, *rt, requestStream(2, m.numLayers(), m.numExperts, topK, 10, true));
-      split = rt->stats().observed;
-    }
-    QCOMPARE(split.splitExpert.count, static_cast<uint64_t>(2 * m.numLayers()));
-    QVERIFY(std::isfinite(split.splitExpert.seconds) && split.splitExpert.seconds >= 0);
-    QCOMPARE(split.plainLayer.count, whole.plainLayer.count);
-    const plan::CostModel priced = experts::observedCostModel(plan::CostModel{}, split);
-    QCOMPARE(priced.splitExpert, split.splitExpert.seconds);
-    QCOMPARE(priced.cpuLayerFactor, 0.0);
-    // Saved with the profile and loaded intact.
-    CostProfile saved = f_.directProfile;
-    saved.observed = split;
-    saveCostProfile(saved, dir_ / "split-profile.json");
-    const ObservedCosts back = loadCostProfile(dir_ / "split-profile.json").observed;
-    QCOMPARE(back.splitExpert.count, split.splitExpert.count);
-    QCOMPARE(back.plainLayer.seconds, split.plainLayer.seconds);
-    // Layers of more experts than the top-k (a prefill's union) are not observed.
-    o.observed = split;
-    auto rt = ExpertRuntime::open(f_.opened, o, f_.directProfile);
-    runStream(f_, *rt, requestStream(2, m.numLayers(), m.numExperts, topK + 1, 11, true));
-    QCOMPARE(rt->stats().observed.splitExpert.count, split.splitExpert.count);
-    QCOMPARE(rt->stats().observed.plainLayer.count, split.plainLayer.count);
   }
 
   void alwaysNeedsACheckpoint() {

@@ -188,43 +188,6 @@ class TestContentionPlanner : public QObject {
     QVERIFY2(after.ratio[0] >= before.ratio[0], qPrintable(QString("F %1 then %2").arg(before.ratio[0]).arg(after.ratio[0])));
   }
 
-  // The observed price of an expert computed from its planes (CostModel::splitExpert) is added per
-  // such expert — C/S/E hits and ZipMoE misses, not F hits or raw misses — on top of the estimate;
-  // a negative price is refused; a high one turns a C-heavy plan F-heavier; observedCostModel takes
-  // it once ObservedCosts::splitExpert and plainLayer are observed, in place of cpuLayerFactor.
-  void splitExpertsAreAddedAtTheirObservedPrice() {
-    CostModel c = qwenCosts();
-    c.fullRead = 2.25e-3;
-    CostModel p = c;
-    p.splitExpert = 3e-3;
-    for (const std::array<int, kNumPools>& hits : {std::array<int, kNumPools>{0, 2, 0, 0}, {1, 1, 1, 1}, {0, 0, 0, 0}, {4, 0, 0, 0}}) {
-      const int split = 4 - hits[0];
-      QVERIFY(std::abs(estimateMakespan(4, hits, p) - (estimateMakespan(4, hits, c) + split * 3e-3)) < 1e-12);
-    }
-    // Raw misses are whole tensors: only the C hit is priced.
-    QVERIFY(std::abs(estimateMakespan(4, {2, 1, 0, 0}, p, true) - (estimateMakespan(4, {2, 1, 0, 0}, c, true) + 3e-3)) < 1e-12);
-    p.splitExpert = -1e-3;
-    ZIPMOE_EXPECT_ERROR(estimateMakespan(4, {0, 2, 0, 0}, p), "splitExpert");
-    // At a high budget (C could hold every expert), a C hit's price decides between C and F.
-    const LayerPlan cheap = planLayer(layer(0.7, c));
-    p.splitExpert = 4e-3;
-    const LayerPlan priced = planLayer(layer(0.7, p));
-    QVERIFY2(priced.ratio[0] > cheap.ratio[0], qPrintable(QString("F %1 then %2").arg(cheap.ratio[0]).arg(priced.ratio[0])));
-
-    ObservedCosts seen;
-    for (uint64_t i = 0; i < experts::kMinObservedOps; ++i) {
-      seen.cpuLayer.add(1.9);
-      seen.readLayer.add(1.1);
-      seen.splitExpert.add(2.5e-3);
-    }
-    QCOMPARE(experts::observedCostModel(c, seen).splitExpert, 0.0);  // no whole-expert layers yet
-    QVERIFY(experts::observedCostModel(c, seen).cpuLayerFactor > 1);
-    for (uint64_t i = 0; i < experts::kMinObservedOps; ++i) seen.plainLayer.add(4e-3);
-    const CostModel both = experts::observedCostModel(c, seen);
-    QVERIFY(std::abs(both.splitExpert - 2.5e-3) < 1e-12);
-    QCOMPARE(both.cpuLayerFactor, 0.0);
-  }
-
   void observedCostsReplaceTheProfilesFigures() {
     // Running means over a window.
     ObservedCost a;
