@@ -28,6 +28,25 @@ constexpr int kExperts = 8, kTopK = 2;
 
 double sum(const std::vector<double>& f) { return std::accumulate(f.begin(), f.end(), 0.0); }
 
+// The planner's inputs for `layers` layers of this file's experts, planned from prompts, with the
+// pools' sizes and costs of a small Qwen-like expert.
+experts::PoolPlanInputs planInputs(int layers) {
+  experts::PoolPlanInputs in;
+  in.layers = layers;
+  in.experts = kExperts;
+  in.topK = kTopK;
+  in.fromPrompt = true;
+  in.bytesPerExpert = {3e6, 2e6, 1.5e6, 0.5e6};
+  in.cost.u = 1.4e-3;
+  in.cost.v = 0.3e-3;
+  in.cost.c = 0.25e-3;
+  in.cost.recover = 0.5e-3;
+  in.cost.threads = 2;
+  in.cost.shards = 4;
+  in.cost.tensorsPerExpert = 3;
+  return in;
+}
+
 }  // namespace
 
 class TestPromptFrequencies : public QObject {
@@ -282,19 +301,7 @@ class TestPromptFrequencies : public QObject {
     // The plan covers what the counts alone leave out: with room for 4 experts in F, or more in the
     // compressed pools, the counts alone leave the 4 unrouted experts in no pool; smoothed, the plan
     // holds more of them.
-    experts::PoolPlanInputs in;
-    in.layers = 1;
-    in.experts = kExperts;
-    in.topK = kTopK;
-    in.fromPrompt = true;
-    in.bytesPerExpert = {3e6, 2e6, 1.5e6, 0.5e6};
-    in.cost.u = 1.4e-3;
-    in.cost.v = 0.3e-3;
-    in.cost.c = 0.25e-3;
-    in.cost.recover = 0.5e-3;
-    in.cost.threads = 2;
-    in.cost.shards = 4;
-    in.cost.tensorsPerExpert = 3;
+    experts::PoolPlanInputs in = planInputs(1);
     const auto held = [](const plan::LayerPlan& lp) { return std::accumulate(lp.capacity.begin(), lp.capacity.end(), 0); };
     in.smoothingTokens = 0;
     const plan::LayerPlan countsOnly = experts::planPoolsOfLayer(in, 4 * 3e6, kAllPools, counts, 0);
@@ -310,19 +317,7 @@ class TestPromptFrequencies : public QObject {
     ExpertCache cache(3, kExperts, EvictionPolicy::LeastFrequent, false);
     cache.recordActivations(1, {0, 3, 5, 6}, {16, 14, 1, 1});  // layer 1: a 16-token prompt, two favourites
     const ActivationCounts counts = cache.activationCounts();
-    experts::PoolPlanInputs in;
-    in.layers = 3;
-    in.experts = kExperts;
-    in.topK = kTopK;
-    in.fromPrompt = true;
-    in.bytesPerExpert = {3e6, 2e6, 1.5e6, 0.5e6};
-    in.cost.u = 1.4e-3;
-    in.cost.v = 0.3e-3;
-    in.cost.c = 0.25e-3;
-    in.cost.recover = 0.5e-3;
-    in.cost.threads = 2;
-    in.cost.shards = 4;
-    in.cost.tensorsPerExpert = 3;
+    experts::PoolPlanInputs in = planInputs(3);
     const double poolBytes = 3 * 4 * 3e6;  // a layer's share: 4 experts in F
     const auto model = experts::planPools(in, poolBytes, kAllPools, counts);
     for (int l = 0; l < 3; ++l) {
