@@ -139,9 +139,9 @@ FrequencySource frequencySource(const ActivationCounts& counts, int layer, int e
 
 std::vector<double> smoothTowardUniform(std::vector<double> f, double evidence, double tau) {
   if (tau <= 0 || f.empty()) return f;
+  const double n = std::max(evidence, 0.0);
   const double even = tau * std::accumulate(f.begin(), f.end(), 0.0) / static_cast<double>(f.size());
-  const double total = std::max(evidence, 0.0) + tau;
-  for (double& x : f) x = (std::max(evidence, 0.0) * x + even) / total;
+  for (double& x : f) x = (n * x + even) / (n + tau);
   return f;
 }
 
@@ -165,7 +165,7 @@ std::vector<double> layerFrequency(const ActivationCounts& counts, int layer, in
       std::vector<double> f;
       for (size_t e = 0; e < c.size(); ++e) f.push_back(std::min(1.0, blend.value({c[e], t[e]}, steps, sum, w)));
       std::sort(f.begin(), f.end(), std::greater<>());
-      const double evidence = static_cast<double>(std::max(steps, layerTokens(counts, layer, experts, topK)));
+      const double evidence = static_cast<double>(std::max(steps, sum / static_cast<uint64_t>(std::max(topK, 1))));
       return smoothTowardUniform(normaliseToOwnK(std::move(f), experts, topK), evidence, smoothingTokens);
     }
     case FrequencySource::History:
