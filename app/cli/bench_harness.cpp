@@ -151,6 +151,7 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
       {"+evict", [](RuntimeOptions& o) { o.keepSurplus = false; }},       // a shrunk pool is evicted at once
       {"+own", [](RuntimeOptions& o) { o.lendRoom = false; }},            // each layer within its own share
       {"+prior", [](RuntimeOptions& o) { o.planFromPrompt = false; }},    // the prior until 16 steps
+      {"+planes", [](RuntimeOptions& o) { o.readCodesInPlace = false; }},  // C hits' codes decoded to a plane
   };
   for (const Suffix& suffix : suffixes) {
     const size_t n = std::strlen(suffix.text), plus = text.rfind(suffix.text);
@@ -431,6 +432,9 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
   const double acts = static_cast<double>(std::max<uint64_t>(1, st.activations - atWarm.activations));
   for (size_t p = 0; p < 4; ++p) result.hitPercent[p] = 100.0 * static_cast<double>(st.hits[p] - atWarm.hits[p]) / acts;
   result.missPercent = 100.0 * static_cast<double>(st.misses - atWarm.misses) / acts;
+  // C hits read in place, as a share of activations (each counts its tensors: whole experts).
+  result.inPlacePercent = 100.0 * static_cast<double>(st.inPlaceTensors - atWarm.inPlaceTensors) /
+                          std::max(1, d.store->manifest().numKinds()) / acts;
   result.mibReadPerToken = static_cast<double>(st.bytesRead - atWarm.bytesRead) / (1 << 20) /
                            std::max(1.0, static_cast<double>(decodeSteps) * batch);
   if (st.layers > atWarm.layers)

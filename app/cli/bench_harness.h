@@ -91,6 +91,7 @@ struct RunResult {
   std::vector<std::vector<double>> latencyMs;  // [request][n]: prefill + n+1 decode steps (n = 0..tokens-1)
   std::array<double, 4> hitPercent{};
   double missPercent = 0;
+  double inPlacePercent = 0;  // activations that were C hits read in place (RuntimeStats::inPlaceTensors)
   double mibReadPerToken = 0;
   double layerMs = 0;               // mean measured layer makespan
   double makespanOverBound = 0;     // Σ measured / Σ lower bound after the warm-up

@@ -100,6 +100,7 @@ json resultJson(const std::string& system, const Measured& m) {
             {"throughput_tokens_per_s", r.throughput},
             {"hit_percent", r.hitPercent},
             {"miss_percent", r.missPercent},
+            {"in_place_percent", r.inPlacePercent},
             {"mib_read_per_token", r.mibReadPerToken},
             {"layer_makespan_ms", r.layerMs},
             {"makespan_over_lower_bound", r.makespanOverBound},

@@ -74,6 +74,7 @@ const std::vector<OptionSpec>& runtimeOptionSpecs() {
       {"--no-plan", "", "a fixed equal split of the pools instead of the planner's"},
       {"--fifo-schedule", "", "request order instead of Algorithm 1"},
       {"--unfused-recovery", "", "recover every tensor before the model computes it (by default decoding computes from the split planes)"},
+      {"--decoded-planes", "", "decode a C hit's nibble codes into a plane before computing it (by default decoding reads them in place)"},
       {"--fresh-buffers", "", "allocate every buffer the cache keeps in fresh memory (by default freed buffers' pages are reused)"},
       {"--evict-on-shrink", "", "evict a pool a new plan shrinks at once (by default its members stay while the layer's memory holds them)"},
       {"--no-prompt-plan", "", "plan a layer from the prior until it has 16 steps (by default a prompt of 16+ tokens plans it at prefill)"},
@@ -128,6 +129,10 @@ std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOpt
   }
   if (line.has("--unfused-recovery")) {
     r.fuseRecovery = false;
+    any = true;
+  }
+  if (line.has("--decoded-planes")) {
+    r.readCodesInPlace = false;
     any = true;
   }
   if (line.has("--fresh-buffers")) {

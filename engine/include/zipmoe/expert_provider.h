@@ -30,6 +30,8 @@
 #include <span>
 #include <vector>
 
+#include "zipmoe/nibble_shard.h"
+
 namespace zipmoe {
 
 class Store;
@@ -53,6 +55,10 @@ struct ReadyExpert {
   // Where tensors[kind] is null (only when the request accepted it): the kind's exponent plane and
   // sign-mantissa plane, one byte per weight each, row-major. Empty when every tensor is BF16.
   std::vector<const uint8_t*> exponents, signMantissa;
+  // Where tensors[kind] and exponents[kind] are both null (only when the request accepted split
+  // planes): the kind's exponents as nibble codes read in place (zipmoe/nibble_shard.h), one shard per
+  // range of rows, with signMantissa[kind]. Empty when no tensor is.
+  std::vector<std::span<const NibbleShard>> nibble;
 };
 
 // Tensor `kind` of a ready expert as BF16 words: its own, or its split planes merged into `scratch`

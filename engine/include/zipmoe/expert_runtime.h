@@ -76,6 +76,9 @@ struct RuntimeStats {
   uint64_t pooledPageBytes = 0, reusedPageBytes = 0, freshPageBytes = 0;
   // Tensors handed to the model as split planes (RuntimeOptions::fuseRecovery): no recovery pass.
   uint64_t splitTensors = 0;
+  // Tensors of C hits handed to the model as nibble codes read in place (RuntimeOptions::
+  // readCodesInPlace): nothing decoded.
+  uint64_t inPlaceTensors = 0;
   // Speculative prefetch (RuntimeOptions::prefetchSlots > 0). Hinted: experts the model named;
   // prefetched: bytes the prefetch reads brought in; useful: of those, bytes a layer then used
   // instead of reading them; wasted: bytes of guesses no layer used. Coverage of the demand =

@@ -23,9 +23,10 @@ struct BandwidthFigure {
 BandwidthFigure measureReadBandwidth(size_t bytes, int threads, int repeats);
 
 struct GemvFigure {
-  std::string kernel;            // "libtorch", "scalar", "avx2", "avx512-bf16"; "… split": from the split planes
+  std::string kernel;            // "libtorch", "scalar", "avx2", "avx512-bf16"; "… split": from the split planes;
+                                 // "… nibble": from `nibble` codes read in place (4 row shards) and the SM plane
   double microseconds = 0;       // per product, median of the timed products
-  double gbPerSecond = 0;        // weight bytes ÷ time
+  double gbPerSecond = 0;        // the matrix's BF16 bytes ÷ time (whatever form the kernel reads)
   double maxRelativeError = 0;   // against libtorch's result, relative to its mean magnitude
 };
 // y = x · Wᵀ for W [rows × cols] and x [batch × cols], BF16, on `threads` compute threads (0 = every

@@ -54,6 +54,9 @@ struct CostModel {
   // What the terms above do not capture on a small machine: the decoders and the model's own
   // compute share the cores for the whole layer, not only while the expert FFNs run.
   double cpuLayerFactor = 0;
+  // C hits cost no CPU work: decoding reads their `nibble` codes in place (RuntimeOptions::
+  // readCodesInPlace), so they count with the F hits in n_D and T_recover below.
+  bool cInPlace = false;
 };
 
 // Rank-based marginal inclusion probabilities f_r from activation counts of one layer: the counts
@@ -84,7 +87,8 @@ std::vector<double> hitDistribution(std::span<const double> q, int maxHits);
 // that were found in pool p; hits of disabled pools are 0; m = k − Σ hits are misses). With
 // n tensors per expert, K shards, L workers:
 //   reads     n_SM = n·(h_E + m'),  n_E = n·K·(h_S + m'),  n_D = n·K·(k − h_F − m_raw)
-//             where m' = m for ZipMoE misses and 0 for raw misses (m_raw = m when `rawMisses`)
+//             where m' = m for ZipMoE misses and 0 for raw misses (m_raw = m when `rawMisses`;
+//             with cost.cInPlace, h_C counts with h_F in n_D and in T_recover)
 //   T_I/O     = n_SM·u + n_E·v                        (paper; with missRead > 0 the misses' part is
 //                                                      n·m·missRead instead), + n·m·fullRead for raw misses
 //   T_decomp  = (n_E·v + n_D·c) / L                   (paper)

@@ -101,6 +101,11 @@ struct RuntimeOptions {
   // plane instead of a recovered BF16 tensor — no merge pass, no output slot, the same result. Off:
   // every tensor is recovered first (the paper's pipeline; for comparison).
   bool fuseRecovery = true;
+  // With fused recovery and a `nibble` store: a C hit the model computes from planes is handed as its
+  // nibble codes, which decoding's kernels read in place (zipmoe/nibble_shard.h) — no decompression,
+  // no worker, no plane; the planner prices such hits as CPU-free. Off: the exponents are decoded
+  // into a plane first, as for every other codec (for comparison).
+  bool readCodesInPlace = true;
   // Buffers the cache pools keep come from the pages of buffers the pools freed (reused, already
   // faulted in; io/page_pool.h) instead of fresh memory. The free pages count as held and are
   // trimmed to what the budget leaves. Off: every kept buffer is fresh memory (for comparison).

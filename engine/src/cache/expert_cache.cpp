@@ -371,6 +371,8 @@ void ExpertCache::evict(int layer, int expert) {
   --members_[s];
   e.pool = kNoPool;
   e.tensors.clear();
+  e.nibbleState = 0;
+  e.nibble.clear();
   e.bytes = 0;
   e.marked = false;
 }

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "io/file_io.h"
+#include "zipmoe/nibble_shard.h"
 #include "zipmoe/pools.h"
 #include "zipmoe/runtime_options.h"
 
@@ -62,6 +63,11 @@ struct Entry {
   uint64_t insertedAt = 0, lastUsed = 0;
   bool marked = false;
   bool pinned = false;  // requested by the layer being executed: never evicted
+  // A C member's E-chunks indexed for reading its nibble codes in place (zipmoe/nibble_shard.h), per
+  // tensor kind, built at its first such use (the positions live in the chunks' padding, inside
+  // `tensors`): 0 not tried, 1 indexed, −1 cannot be read in place (kept decoding).
+  int8_t nibbleState = 0;
+  std::vector<std::vector<NibbleShard>> nibble;
 };
 
 // How much an expert of a layer is used: its count, and at an equal count its tokens (ranks and

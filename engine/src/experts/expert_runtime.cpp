@@ -77,8 +77,9 @@ void observe(const sched::LayerJob& job, ObservedCosts& observed) {
 }
 
 // A decoding layer's costs: with fused recovery no tensor is recovered (as the strategy prices them).
-plan::CostModel decodingCost(plan::CostModel cost, const RuntimeOptions& options) {
+plan::CostModel decodingCost(plan::CostModel cost, const RuntimeOptions& options, const Store& store) {
   if (options.fuseRecovery) cost.recover = 0;
+  cost.cInPlace = experts::readsCodesInPlace(options, store);
   return cost;
 }
 
@@ -115,7 +116,7 @@ class Runtime final : public ExpertRuntime {
       : store_(std::move(store)), options_(resolved(options, *store_)), epoch_(Clock::now()), sizes_(*store_),
         layerCost_(decodingCost(experts::costModel(profile, options_.decompressWorkers, sizes_.shards(),
                                                    sizes_.kinds(), options_.coalesceReads, true),
-                                options_)) {
+                                options_, *store_)) {
     if (options_.mode == OffloadMode::ZipMoE)
       strategy_ = std::make_unique<experts::ZipMoeStrategy>(*store_, sizes_, options_, profile);
     else
@@ -244,6 +245,7 @@ class Runtime final : public ExpertRuntime {
       stats_.activations += counts.activations;
       for (size_t p = 0; p < kNumPools; ++p) stats_.hits[p] += counts.hits[p];
       stats_.misses += counts.misses;
+      stats_.inPlaceTensors += counts.inPlaceTensors;
     }
     return executor_->run(job, [this, kept, predicted, counts](sched::LayerJob& done) { endJob(done, *kept, predicted, counts); });
   }

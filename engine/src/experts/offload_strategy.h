@@ -50,6 +50,7 @@ struct JobCounts {
   uint64_t activations = 0;
   std::array<uint64_t, kNumPools> hits{};
   uint64_t misses = 0;
+  uint64_t inPlaceTensors = 0;  // C hits' tensors handed as nibble codes (RuntimeStats::inPlaceTensors)
 };
 
 // Tensor parts of a requested expert that completed prefetch reads brought in, per tensor kind

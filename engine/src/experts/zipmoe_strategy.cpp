@@ -21,7 +21,55 @@ const uint8_t* usePrefetched(io::AlignedBuffer& prefetched, bool keep, io::Align
   return kept.data();
 }
 
+// Indexes a C member's E-chunks so that decoding reads its nibble codes in place, once per entry
+// (cache::Entry::nibbleState): each shard must code whole rows of an even number of columns in
+// nibble mode, with its escape positions fitting in the chunk's padding, where they are written.
+// False (and the entry keeps decoding) otherwise. Throws zipmoe::Error, naming the chunk, on a
+// malformed one.
+bool indexInPlace(const Manifest& m, int layer, int expert, cache::Entry& entry) {
+  if (entry.nibbleState != 0) return entry.nibbleState > 0;
+  entry.nibbleState = -1;
+  std::vector<std::vector<NibbleShard>> kinds;
+  for (size_t kind = 0; kind < entry.tensors.size(); ++kind) {
+    const ExpertTensorEntry& te = m.expert(layer, expert, static_cast<int>(kind));
+    if (te.shape.size() != 2 || te.shape[1] % 2 != 0) return false;
+    const auto cols = static_cast<uint64_t>(te.shape[1]);
+    const uint64_t shards = te.eChunks.size();
+    uint8_t* base = entry.tensors[kind].e.data();
+    std::vector<NibbleShard>& out = kinds.emplace_back();
+    uint64_t at = 0;
+    for (uint64_t s = 0; s < shards; ++s) {
+      const ChunkRef& c = te.eChunks[s];
+      const uint64_t begin = te.numel * s / shards, end = te.numel * (s + 1) / shards;
+      if (begin % cols != 0 || end % cols != 0 || at + c.paddedSize > entry.tensors[kind].e.size()) return false;
+      const uint64_t positionsAt = (c.size + 3) / 4 * 4;  // the padding after the chunk, 4-byte aligned
+      const uint64_t capacity = c.paddedSize > positionsAt ? (c.paddedSize - positionsAt) / 4 : 0;
+      std::optional<NibbleShard> shard;
+      try {
+        shard = indexNibbleChunk(base + at, c.size, end - begin, reinterpret_cast<uint32_t*>(base + at + positionsAt),
+                                 capacity);
+      } catch (const Error& e) {
+        throw Error("layer " + std::to_string(layer) + " expert " + std::to_string(expert) + " tensor " + te.name +
+                    " E-chunk " + std::to_string(s) + ": " + e.what());
+      }
+      if (!shard) return false;
+      shard->rowBegin = begin / cols;
+      shard->rowEnd = end / cols;
+      out.push_back(*shard);
+      at += c.paddedSize;
+    }
+  }
+  entry.nibble = std::move(kinds);
+  entry.nibbleState = 1;
+  return true;
+}
+
 }  // namespace
+
+bool readsCodesInPlace(const RuntimeOptions& options, const Store& store) {
+  return options.mode == OffloadMode::ZipMoE && options.fuseRecovery && options.readCodesInPlace &&
+         store.manifest().codec.id == CodecId::Nibble;
+}
 
 ZipMoeStrategy::ZipMoeStrategy(const Store& store, const ExpertSizes& sizes, const RuntimeOptions& options,
                                const CostProfile& profile)
@@ -38,6 +86,7 @@ ZipMoeStrategy::ZipMoeStrategy(const Store& store, const ExpertSizes& sizes, con
                                raw_ != nullptr);
   // Decoding computes from the planes: no hit or miss is recovered (the plans are for decoding).
   if (options.fuseRecovery) planInputs_.cost.recover = 0;
+  planInputs_.cost.cInPlace = readsCodesInPlace(options, store);
   planInputs_.gridStep = options.gridStep;
   planInputs_.fromPrompt = options.planFromPrompt;
   planInputs_.sessionPriorTokens = options.sessionPriorTokens;
@@ -247,6 +296,18 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
     // Without output slots, the model merges what it cannot compute from (ExpertRequest::mergesSplit).
     const bool planes = r.acceptsSplit || (r.mergesSplit && options_.outputSlots == 0);
     const bool split = options_.fuseRecovery && planes && !keepFull;
+    // A C hit that stays where it is, from a nibble store, for decoding (the GEMV reads the codes):
+    // its codes are read in place, nothing to do.
+    if (split && r.acceptsSplit && hasE && hasSM && keepPool == cache::kNoPool && readsCodesInPlace(options_, store_) &&
+        indexInPlace(m, layer, r.expert, entry)) {
+      for (int kind = 0; kind < kinds; ++kind) {
+        je.nibble.emplace_back(entry.nibble[static_cast<size_t>(kind)]);
+        je.nibbleSignMantissa.push_back(entry.tensors[static_cast<size_t>(kind)].sm.data());
+      }
+      counts.inPlaceTensors += static_cast<uint64_t>(kinds);
+      job.experts.push_back(std::move(je));
+      continue;
+    }
     je.needsStaging = true;
     for (int kind = 0; kind < kinds; ++kind) {
       const ExpertTensorEntry& te = m.expert(layer, r.expert, kind);
@@ -319,9 +380,9 @@ double ZipMoeStrategy::order(sched::LayerJob& job) const {
   for (const auto& e : job.experts) {
     const double p = profile_.expertCompute(e.tokens);
     compute[static_cast<size_t>(e.expert)] = p > 0 ? p : static_cast<double>(e.tokens) * 1e-4;
-    // Ready: F hits (their tensors are set). Raw misses have no scheduled task either (their reads
-    // are appended after the schedule) and are not ready.
-    if (!e.tensors.empty() && e.tensors[0] != nullptr &&
+    // Ready: F hits (their tensors are set) and C hits read in place. Raw misses have no scheduled
+    // task either (their reads are appended after the schedule) and are not ready.
+    if (((!e.tensors.empty() && e.tensors[0] != nullptr) || !e.nibble.empty()) &&
         std::none_of(job.tasks.begin(), job.tasks.end(), [&](const sched::JobTask& t) {
           return job.experts[static_cast<size_t>(t.expertIndex)].expert == e.expert;
         }))

@@ -27,6 +27,10 @@
 
 namespace zipmoe::experts {
 
+// Whether C hits of this store are handed to decoding as nibble codes read in place
+// (RuntimeOptions::readCodesInPlace): ZipMoE mode, fused recovery, a `nibble` store.
+bool readsCodesInPlace(const RuntimeOptions& options, const Store& store);
+
 class ZipMoeStrategy final : public OffloadStrategy {
  public:
   // REQUIRES: store and sizes outlive the strategy; options.decompressWorkers is resolved (> 0).

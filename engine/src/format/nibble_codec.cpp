@@ -26,6 +26,9 @@
 // and invalid codes). A code byte (scalar) or block (avx2) with an escape or an invalid code is decoded
 // one symbol at a time by the same function at both levels, so they produce identical output and
 // identical errors.
+// Indexing (zipmoe/nibble_shard.h, indexNibbleChunk): for decoding's kernels, which read the codes in
+// place, one pass over a nibble-mode chunk's codes checks them as decoding does (the same messages,
+// found in the same order) and lists the positions of its escaped symbols.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -37,6 +40,7 @@
 #include "format/chunk_coding.h"
 #include "format/codecs.h"
 #include "zipmoe/error.h"
+#include "zipmoe/nibble_shard.h"
 
 namespace zipmoe::detail {
 namespace {
@@ -127,6 +131,79 @@ __attribute__((target("avx2"))) void decodeAvx2(const Body& b, size_t n, uint8_t
   decodeScalar(b, j, n, dst, escape);
 }
 
+// Parses a nibble-mode chunk body (after the prelude, at `off`), checking every header field.
+Body parse(const uint8_t* src, size_t srcSize, size_t off, size_t n) {
+  Body b;
+  if (off >= srcSize) fail("header truncated before the dictionary size");
+  b.size = src[off++];
+  if (b.size < 1 || b.size > kMaxDictionary)
+    fail("dictionary size " + std::to_string(b.size) + " is outside 1..15");
+  if (srcSize - off < b.size)
+    fail("header truncated in the dictionary (" + std::to_string(b.size) + " bytes needed, " +
+         std::to_string(srcSize - off) + " left)");
+  std::array<bool, 256> inDictionary{};
+  for (size_t c = 0; c < b.size; ++c) {
+    b.dictionary[c] = src[off + c];
+    inDictionary[src[off + c]] = true;
+    if (c > 0 && b.dictionary[c] <= b.dictionary[c - 1])
+      fail("dictionary is not strictly increasing at entry " + std::to_string(c) + " (" +
+           std::to_string(b.dictionary[c - 1]) + " then " + std::to_string(b.dictionary[c]) + ")");
+  }
+  off += b.size;
+  const uint64_t e = getVarint("nibble", src, srcSize, off, "escape count");
+  if (e > n) fail("escape count " + std::to_string(e) + " exceeds the " + std::to_string(n) + " symbols");
+  b.escapeCount = static_cast<size_t>(e);
+  const size_t codeBytes = (n + 1) / 2;
+  const size_t expected = codeBytes + b.escapeCount;
+  if (srcSize - off != expected)
+    fail("holds " + std::to_string(srcSize - off) + " bytes after its header, expected " +
+         std::to_string(codeBytes) + " code bytes + " + std::to_string(b.escapeCount) + " escaped symbols");
+  b.codes = src + off;
+  b.escapes = b.codes + codeBytes;
+  if (n % 2 == 1 && (b.codes[codeBytes - 1] >> 4) != 0) fail("unused last code nibble is not zero");
+  for (size_t i = 0; i < b.escapeCount; ++i)
+    if (inDictionary[b.escapes[i]])
+      fail("escaped symbol " + std::to_string(i) + " (" + std::to_string(b.escapes[i]) +
+           ") is in the dictionary");
+  return b;
+}
+
+// The escapes of symbols [begin, end), one at a time: appends their positions while they fit (`count`
+// goes on past `capacity`), and fails on an invalid code as decodeScalar does.
+void indexScalar(const Body& b, size_t begin, size_t end, uint32_t* positions, size_t capacity, size_t& count) {
+  for (size_t j = begin; j < end; ++j) {
+    const unsigned c = (b.codes[j >> 1] >> (4 * (j & 1))) & 0xF;
+    if (c < b.size) continue;
+    if (c != kEscape)
+      fail("code " + std::to_string(c) + " at symbol " + std::to_string(j) + " is outside the dictionary of " +
+           std::to_string(b.size) + " symbols");
+    if (count == b.escapeCount)
+      fail("escape code at symbol " + std::to_string(j) + " but only " + std::to_string(b.escapeCount) +
+           " escaped symbols are stored");
+    if (count < capacity) positions[count] = static_cast<uint32_t>(j);
+    ++count;
+  }
+}
+
+// The same over 64 symbols at a time: a block with no code ≥ size (the common case) is skipped after
+// two shuffles of a "special" table, as decodeAvx2 flags it.
+__attribute__((target("avx2"))) void indexAvx2(const Body& b, size_t n, uint32_t* positions, size_t capacity,
+                                                size_t& count) {
+  alignas(16) std::array<uint8_t, 16> special{};
+  for (size_t c = b.size; c < 16; ++c) special[c] = 0xFF;
+  const __m256i flag = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(special.data())));
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  size_t j = 0;
+  for (; j + kBlockSymbols <= n; j += kBlockSymbols) {
+    const __m256i in = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.codes + j / 2));
+    const __m256i lo = _mm256_and_si256(in, low4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(in, 4), low4);
+    const __m256i bad = _mm256_or_si256(_mm256_shuffle_epi8(flag, lo), _mm256_shuffle_epi8(flag, hi));
+    if (!_mm256_testz_si256(bad, bad)) indexScalar(b, j, j + kBlockSymbols, positions, capacity, count);
+  }
+  indexScalar(b, j, n, positions, capacity, count);
+}
+
 bool cpuHasAvx2() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2");
@@ -205,42 +282,6 @@ class NibbleCodec final : public ExponentCodec {
   }
 
  private:
-  static Body parse(const uint8_t* src, size_t srcSize, size_t off, size_t n) {
-    Body b;
-    if (off >= srcSize) fail("header truncated before the dictionary size");
-    b.size = src[off++];
-    if (b.size < 1 || b.size > kMaxDictionary)
-      fail("dictionary size " + std::to_string(b.size) + " is outside 1..15");
-    if (srcSize - off < b.size)
-      fail("header truncated in the dictionary (" + std::to_string(b.size) + " bytes needed, " +
-           std::to_string(srcSize - off) + " left)");
-    std::array<bool, 256> inDictionary{};
-    for (size_t c = 0; c < b.size; ++c) {
-      b.dictionary[c] = src[off + c];
-      inDictionary[src[off + c]] = true;
-      if (c > 0 && b.dictionary[c] <= b.dictionary[c - 1])
-        fail("dictionary is not strictly increasing at entry " + std::to_string(c) + " (" +
-             std::to_string(b.dictionary[c - 1]) + " then " + std::to_string(b.dictionary[c]) + ")");
-    }
-    off += b.size;
-    const uint64_t e = getVarint("nibble", src, srcSize, off, "escape count");
-    if (e > n) fail("escape count " + std::to_string(e) + " exceeds the " + std::to_string(n) + " symbols");
-    b.escapeCount = static_cast<size_t>(e);
-    const size_t codeBytes = (n + 1) / 2;
-    const size_t expected = codeBytes + b.escapeCount;
-    if (srcSize - off != expected)
-      fail("holds " + std::to_string(srcSize - off) + " bytes after its header, expected " +
-           std::to_string(codeBytes) + " code bytes + " + std::to_string(b.escapeCount) + " escaped symbols");
-    b.codes = src + off;
-    b.escapes = b.codes + codeBytes;
-    if (n % 2 == 1 && (b.codes[codeBytes - 1] >> 4) != 0) fail("unused last code nibble is not zero");
-    for (size_t i = 0; i < b.escapeCount; ++i)
-      if (inDictionary[b.escapes[i]])
-        fail("escaped symbol " + std::to_string(i) + " (" + std::to_string(b.escapes[i]) +
-             ") is in the dictionary");
-    return b;
-  }
-
   const NibbleDecodeLevel level_;
 };
 
@@ -275,6 +316,35 @@ std::vector<NibbleDecodeLevel> supportedNibbleDecodeLevels() {
 }
 
 NibbleDecodeLevel bestNibbleDecodeLevel() { return supportedNibbleDecodeLevels().back(); }
+
+std::optional<NibbleShard> indexNibbleChunk(const uint8_t* src, size_t srcSize, size_t n, uint32_t* positions,
+                                            size_t capacity) {
+  using namespace detail;
+  if (srcSize == 0) failChunk("nibble", "empty (expected a mode byte and a symbol count)");
+  if (src[0] != kModeCoded) return std::nullopt;  // raw or run: decoding checks and reads it
+  size_t off = 1;
+  const uint64_t count = getVarint("nibble", src, srcSize, off, "symbol count");
+  if (count != n)
+    failChunk("nibble", "encodes " + std::to_string(count) + " symbols but " + std::to_string(n) + " were requested");
+  const Body b = parse(src, srcSize, off, n);
+  if (n > (uint64_t{1} << 32)) return std::nullopt;  // positions are 32-bit
+  size_t escapes = 0;
+  if (nibbleDecodeLevelSupported(NibbleDecodeLevel::Avx2))
+    indexAvx2(b, n, positions, capacity, escapes);
+  else
+    indexScalar(b, 0, n, positions, capacity, escapes);
+  if (escapes != b.escapeCount)
+    fail(std::to_string(b.escapeCount) + " escaped symbols are stored but the codes use " + std::to_string(escapes));
+  if (escapes > capacity) return std::nullopt;
+  NibbleShard shard;
+  shard.codes = b.codes;
+  shard.dictionary = b.dictionary;
+  shard.size = static_cast<uint8_t>(b.size);
+  shard.escapes = b.escapes;
+  shard.escapePositions = positions;
+  shard.escapeCount = escapes;
+  return shard;
+}
 
 std::unique_ptr<ExponentCodec> makeNibbleCodec(NibbleDecodeLevel level) { return detail::makeNibbleCodec(level); }
 

@@ -8,6 +8,11 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string>
+
 #include "zipmoe/bf16_split.h"
 #include "zipmoe/error.h"
 
@@ -27,6 +32,34 @@ struct SplitRows {  // the lossless split: an exponent plane and a sign-mantissa
   const uint8_t* sm;
   size_t cols;
   uint16_t word(size_t r, size_t c) const { return bf16::mergeWord(e[r * cols + c], sm[r * cols + c]); }
+};
+
+// The exponents as nibble codes of one shard (zipmoe/nibble_shard.h) and the sign-mantissa plane.
+struct NibbleRows {
+  const NibbleShard* s;
+  const uint8_t* sm;
+  size_t cols;
+  alignas(16) std::array<uint8_t, 16> dictionary;
+  alignas(16) std::array<uint8_t, 16> special;  // 0xFF for a code the dictionary does not hold (15: escape)
+  alignas(64) std::array<uint16_t, 32> shifted;  // dictionary[c] << 7: the exponent's bits in a BF16 word
+  NibbleRows(const NibbleShard& shard, const uint8_t* signMantissa, size_t columns)
+      : s(&shard), sm(signMantissa), cols(columns), dictionary(shard.dictionary), special{}, shifted{} {
+    for (size_t c = shard.size; c < 16; ++c) special[c] = 0xFF;
+    for (size_t c = 0; c < 16; ++c) shifted[c] = static_cast<uint16_t>(shard.dictionary[c] << 7);
+  }
+  size_t symbol(size_t r, size_t c) const { return (r - s->rowBegin) * cols + c; }  // in the shard
+  uint8_t exponent(size_t p) const {
+    const unsigned code = (s->codes[p >> 1] >> (4 * (p & 1))) & 0xF;
+    if (code < s->size) return s->dictionary[code];
+    // An escape (indexNibbleChunk left no other code ≥ size): the escaped exponent at its position.
+    const uint32_t* end = s->escapePositions + s->escapeCount;
+    return s->escapes[std::lower_bound(s->escapePositions, end, static_cast<uint32_t>(p)) - s->escapePositions];
+  }
+  // count exponents from symbol p, one at a time (a block holding an escape).
+  void exponents(size_t p, size_t count, uint8_t* out) const {
+    for (size_t j = 0; j < count; ++j) out[j] = exponent(p + j);
+  }
+  uint16_t word(size_t r, size_t c) const { return bf16::mergeWord(exponent(symbol(r, c)), sm[r * cols + c]); }
 };
 
 template <class Rows>
@@ -51,15 +84,40 @@ __attribute__((target("avx2,fma"))) inline __m256 widen8(const uint16_t* p) {
 __attribute__((target("avx2,fma"))) inline __m256 widen8(const WordRows& w, size_t r, size_t c) {
   return widen8(w.w + r * w.cols + c);
 }
-// fp32 bits of the merged word: sign << 31 | exponent << 23 | mantissa << 16.
-__attribute__((target("avx2,fma"))) inline __m256 widen8(const SplitRows& w, size_t r, size_t c) {
-  const size_t at = r * w.cols + c;
-  const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.e + at)));
+// fp32 bits of the merged word: sign << 31 | exponent << 23 | mantissa << 16, from 8 exponent bytes
+// (the low 8 of e8) and the 8 sign-mantissa bytes at sm.
+__attribute__((target("avx2,fma"))) inline __m256 mergeWiden8(__m128i e8, const uint8_t* smBytes) {
+  const __m256i e = _mm256_cvtepu8_epi32(e8);
   const __m256i sm = _mm256_slli_epi32(
-      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.sm + at))), 16);
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(smBytes))), 16);
   const __m256i mantissa = _mm256_and_si256(sm, _mm256_set1_epi32(0x007F0000));
   const __m256i sign = _mm256_and_si256(_mm256_slli_epi32(sm, 8), _mm256_set1_epi32(static_cast<int>(0x80000000u)));
   return _mm256_castsi256_ps(_mm256_or_si256(_mm256_or_si256(sign, mantissa), _mm256_slli_epi32(e, 23)));
+}
+__attribute__((target("avx2,fma"))) inline __m256 widen8(const SplitRows& w, size_t r, size_t c) {
+  const size_t at = r * w.cols + c;
+  return mergeWiden8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.e + at)), w.sm + at);
+}
+// Eight codes (four bytes; c is even, so the block starts on a byte) looked up in the dictionary.
+__attribute__((target("avx2,fma"))) inline __m256 widen8(const NibbleRows& w, size_t r, size_t c) {
+  const size_t p = w.symbol(r, c);
+  uint32_t four;
+  std::memcpy(&four, w.s->codes + p / 2, sizeof four);
+  const __m128i in = _mm_cvtsi32_si128(static_cast<int>(four));
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  const __m128i lo = _mm_and_si128(in, low4), hi = _mm_and_si128(_mm_srli_epi16(in, 4), low4);
+  const __m128i special = _mm_load_si128(reinterpret_cast<const __m128i*>(w.special.data()));
+  const __m128i bad = _mm_or_si128(_mm_shuffle_epi8(special, lo), _mm_shuffle_epi8(special, hi));
+  __m128i e8;
+  if (_mm_testz_si128(bad, bad)) {  // the bytes past the four are code 0, never special
+    const __m128i dict = _mm_load_si128(reinterpret_cast<const __m128i*>(w.dictionary.data()));
+    e8 = _mm_unpacklo_epi8(_mm_shuffle_epi8(dict, lo), _mm_shuffle_epi8(dict, hi));
+  } else {
+    alignas(16) uint8_t bytes[16] = {};
+    w.exponents(p, 8, bytes);
+    e8 = _mm_load_si128(reinterpret_cast<const __m128i*>(bytes));
+  }
+  return mergeWiden8(e8, w.sm + r * w.cols + c);
 }
 
 __attribute__((target("avx2,fma"))) inline float sum8(__m256 v) {
@@ -113,7 +171,7 @@ __attribute__((target("avx2,fma"))) void gemvAvx2(const Rows& w, size_t r0, size
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-#define ZIPMOE_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#define ZIPMOE_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx512vbmi")))
 
 ZIPMOE_AVX512BF16 inline __m512bh load32(const uint16_t* p) {
   return __builtin_bit_cast(__m512bh, _mm512_loadu_si512(p));
@@ -141,6 +199,47 @@ ZIPMOE_AVX512BF16 inline __m512bh load32(const SplitRows& w, size_t r, size_t c)
 ZIPMOE_AVX512BF16 inline __m512bh load32(const SplitRows& w, size_t r, size_t c, __mmask32 m) {
   const size_t at = r * w.cols + c;  // masked lanes read as zero bytes: the word +0.0, as above
   return mergeWords(_mm256_maskz_loadu_epi8(m, w.e + at), _mm256_maskz_loadu_epi8(m, w.sm + at));
+}
+
+// 32 weights from 16 code bytes and 32 sign-mantissa bytes, in words, with two byte permutes
+// (AVX512-VBMI), a word permute and one bit select: the codes' bytes are spread so that word j holds
+// code byte j/2 twice, shifted right by 4 for odd j and masked to its nibble; the word permute looks
+// that code up in a table of dictionary[c] << 7; the sign-mantissa bytes are spread so that word j
+// holds byte j twice (sign at bit 15, mantissa in bits 0–6), and the bit select takes sign and
+// mantissa from there, the exponent from the table. A block holding an escape (a code ≥ the
+// dictionary's size) takes its exponents one at a time (NibbleRows::exponents) and merges them as
+// the split planes are merged: the same words.
+ZIPMOE_AVX512BF16 inline __m512bh nibbleWords32(const NibbleRows& w, __m128i codeBytes, __m256i smBytes, size_t p,
+                                               size_t count) {
+  const __m512i twice = _mm512_set_epi64(0x1F1F1E1E1D1D1C1Cll, 0x1B1B1A1A19191818ll, 0x1717161615151414ll,
+                                         0x1313121211111010ll, 0x0F0F0E0E0D0D0C0Cll, 0x0B0B0A0A09090808ll,
+                                         0x0707060605050404ll, 0x0303020201010000ll);  // byte i ← i / 2
+  const __m512i quarter = _mm512_srli_epi16(_mm512_and_si512(twice, _mm512_set1_epi8(0x1E)), 1);  // byte i ← i / 4
+  const __m512i pairs = _mm512_permutexvar_epi8(quarter, _mm512_castsi128_si512(codeBytes));
+  const __m512i code = _mm512_and_si512(_mm512_srlv_epi16(pairs, _mm512_set1_epi32(0x00040000)), _mm512_set1_epi16(0x0F));
+  const __m512i sm = _mm512_permutexvar_epi8(twice, _mm512_castsi256_si512(smBytes));
+  if (_mm512_cmpge_epu16_mask(code, _mm512_set1_epi16(static_cast<short>(w.s->size))) != 0) {
+    alignas(32) uint8_t bytes[32] = {};
+    w.exponents(p, count, bytes);
+    return mergeWords(_mm256_load_si256(reinterpret_cast<const __m256i*>(bytes)), smBytes);
+  }
+  const __m512i exponent = _mm512_permutexvar_epi16(code, _mm512_load_si512(w.shifted.data()));
+  return __builtin_bit_cast(
+      __m512bh, _mm512_ternarylogic_epi32(_mm512_set1_epi16(static_cast<short>(0x807F)), sm, exponent, 0xCA));
+}
+ZIPMOE_AVX512BF16 inline __m512bh load32(const NibbleRows& w, size_t r, size_t c) {
+  const size_t p = w.symbol(r, c);
+  return nibbleWords32(w, _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.s->codes + p / 2)),
+                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.sm + r * w.cols + c)), p, 32);
+}
+ZIPMOE_AVX512BF16 inline __m512bh load32(const NibbleRows& w, size_t r, size_t c, __mmask32 m) {
+  const size_t p = w.symbol(r, c);
+  const auto lanes = static_cast<size_t>(__builtin_popcount(m));  // even: cols is
+  // Codes past the row read as 0 (never an escape); those lanes end as the word +0.0, as the other
+  // sources' masked loads.
+  const __m128i codes = _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << (lanes / 2)) - 1), w.s->codes + p / 2);
+  const __m512bh words = nibbleWords32(w, codes, _mm256_maskz_loadu_epi8(m, w.sm + r * w.cols + c), p, lanes);
+  return __builtin_bit_cast(__m512bh, _mm512_maskz_mov_epi16(m, __builtin_bit_cast(__m512i, words)));
 }
 
 template <class Rows>
@@ -221,7 +320,8 @@ bool gemvLevelSupported(GemvLevel level) {
   // CPUID once per process: gemvBf16 checks the level on every call, on decoding's hot path.
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   static const bool avx512Bf16 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+                                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16") &&
+                                 __builtin_cpu_supports("avx512vbmi");
   switch (level) {
     case GemvLevel::Scalar: return true;
     case GemvLevel::Avx2: return avx2;
@@ -250,6 +350,16 @@ void gemvBf16(GemvLevel level, const uint16_t* w, size_t cols, size_t rowBegin, 
 void gemvSplitBf16(GemvLevel level, const uint8_t* exponents, const uint8_t* signMantissa, size_t cols,
                    size_t rowBegin, size_t rowEnd, const uint16_t* x, size_t batch, float* y, size_t ldy) {
   dispatch(level, SplitRows{exponents, signMantissa, cols}, rowBegin, rowEnd, x, batch, y, ldy);
+}
+
+void gemvNibbleBf16(GemvLevel level, std::span<const NibbleShard> shards, const uint8_t* signMantissa, size_t cols,
+                    size_t rowBegin, size_t rowEnd, const uint16_t* x, size_t batch, float* y, size_t ldy) {
+  if (cols % 2 != 0)
+    throw Error("nibble GEMV: " + std::to_string(cols) + " columns; the codes of a row start on a byte only when even");
+  for (const NibbleShard& shard : shards) {
+    const size_t begin = std::max(rowBegin, shard.rowBegin), end = std::min(rowEnd, shard.rowEnd);
+    if (begin < end) dispatch(level, NibbleRows(shard, signMantissa, cols), begin, end, x, batch, y, ldy);
+  }
 }
 
 }  // namespace zipmoe::kernels

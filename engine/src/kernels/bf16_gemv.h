@@ -5,18 +5,23 @@
 // bandwidth, not arithmetic. The kernels therefore stream each weight row once for the whole batch:
 // four rows at a time, the batch's rows of x re-read from L1, never a packed copy of W.
 //   Avx512Bf16  vdpbf16ps: 32 products per instruction, accumulated in fp32 (each pair of products
-//               is summed, then added; inputs' denormals read as zero, as the instruction defines)
+//               is summed, then added; inputs' denormals read as zero, as the instruction defines);
+//               with AVX512-VBMI too, for the byte permutes that spread nibble codes (every CPU
+//               with AVX512-BF16 has it but Cooper Lake, which runs the AVX2 level)
 //   Avx2        BF16 widened to fp32 by a shift, FMA, 8 lanes
 //   Scalar      the reference: fp32 multiply-add in column order
 // The levels differ only in the order (and, for vdpbf16ps, the pairing) of fp32 additions: their
 // results agree to fp32 rounding of the sum, which is what the tests check against a double sum.
 // Thread-safety: pure functions; callers split [rowBegin, rowEnd) between threads.
-// Cost: rows × cols × 2 bytes of W read once per call.
+// Cost: rows × cols × 2 bytes of W read once per call (1.5 from nibble codes).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
+
+#include "zipmoe/nibble_shard.h"
 
 namespace zipmoe::kernels {
 
@@ -39,6 +44,17 @@ void gemvBf16(GemvLevel level, const uint16_t* w, size_t cols, size_t rowBegin, 
 // This is tensor recovery fused into decoding's compute: it reads the same 2 bytes per weight.
 void gemvSplitBf16(GemvLevel level, const uint8_t* exponents, const uint8_t* signMantissa, size_t cols,
                    size_t rowBegin, size_t rowEnd, const uint16_t* x, size_t batch, float* y, size_t ldy);
+
+// The same product with W's exponents as `nibble` codes read in place (zipmoe/nibble_shard.h): each
+// shard codes a contiguous range of rows; each block of 32 codes (8 for AVX2) is looked up in the
+// shard's dictionary with a byte shuffle and merged with the sign-mantissa plane in registers, a block
+// holding an escape through its shard's escape positions. Bit-identical to gemvBf16 at the same level
+// on the merged words. It reads 1.5 bytes per weight where the words and the planes read 2, and
+// decodes no plane: a compressed expert costs decoding's product no more memory traffic than a whole one.
+// REQUIRES: cols is even; every row of [rowBegin, rowEnd) lies in one shard; every shard came from
+// indexNibbleChunk (so holds no invalid code). Rows no shard holds are not written.
+void gemvNibbleBf16(GemvLevel level, std::span<const NibbleShard> shards, const uint8_t* signMantissa, size_t cols,
+                    size_t rowBegin, size_t rowEnd, const uint16_t* x, size_t batch, float* y, size_t ldy);
 
 // BF16 ↔ fp32 as the hardware does it: widening is exact; narrowing rounds to nearest even (NaN stays NaN).
 inline float bf16ToFloat(uint16_t h) {

@@ -20,6 +20,8 @@
 #include "model/linear.h"
 #include "zipmoe/bf16_split.h"
 #include "zipmoe/error.h"
+#include "zipmoe/exponent_codec.h"
+#include "zipmoe/nibble_shard.h"
 
 namespace zipmoe {
 namespace {
@@ -115,21 +117,59 @@ std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, s
                 exponents[i].data(), signMantissa[i].data());
   }
 
+  // And with the exponents as `nibble` codes in 4 row shards, as a store keeps them, indexed for
+  // projectNibble (positions after each chunk, as the runtime writes them into a chunk's padding).
+  // Only with an even number of columns and shards the codec codes (not raw or run).
+  constexpr int64_t kShards = 4;
+  const auto codec = makeNibbleCodec(bestNibbleDecodeLevel());
+  std::vector<std::vector<uint8_t>> coded(copies);
+  std::vector<std::vector<uint32_t>> positions(copies);
+  std::vector<std::vector<NibbleShard>> nibble(copies);
+  bool nibbleOk = cols % 2 == 0 && rows >= kShards;
+  for (size_t i = 0; i < copies && nibbleOk; ++i) {
+    coded[i].resize(kShards * codec->maxCompressedSize(static_cast<size_t>(rows * cols)));
+    const size_t capacity = static_cast<size_t>(rows * cols) / 64 + 64;  // per shard: escapes are about 1 in 10⁴
+    positions[i].resize(kShards * capacity);
+    size_t at = 0;
+    for (int64_t s = 0; s < kShards && nibbleOk; ++s) {
+      const auto r0 = static_cast<size_t>(rows * s / kShards), r1 = static_cast<size_t>(rows * (s + 1) / kShards);
+      const size_t n = (r1 - r0) * static_cast<size_t>(cols);
+      const uint8_t* plane = exponents[i].data() + r0 * static_cast<size_t>(cols);
+      const size_t size = codec->compress(plane, n, coded[i].data() + at, coded[i].size() - at);
+      auto shard =
+          indexNibbleChunk(coded[i].data() + at, size, n, positions[i].data() + static_cast<size_t>(s) * capacity, capacity);
+      nibbleOk = shard.has_value();
+      if (!shard) break;
+      shard->rowBegin = r0;
+      shard->rowEnd = r1;
+      nibble[i].push_back(*shard);
+      at += size;
+    }
+  }
+
+  enum class Source { Words, Split, Nibble };
   struct Kernel {
     std::string name;
     MatmulKernel kernel;
-    bool split;
+    Source source;
   };
-  std::vector<Kernel> kernels = {{"libtorch", MatmulKernel::Libtorch, false}};
+  std::vector<Kernel> kernels = {{"libtorch", MatmulKernel::Libtorch, Source::Words}};
   for (const MatmulKernel k : {MatmulKernel::Scalar, MatmulKernel::Avx2, MatmulKernel::Avx512Bf16})
-    if (matmulKernelSupported(k))
-      for (const bool split : {false, true})
-        kernels.push_back({std::string(matmulKernelName(k)) + (split ? " split" : ""), k, split});
+    if (matmulKernelSupported(k)) {
+      kernels.push_back({matmulKernelName(k), k, Source::Words});
+      kernels.push_back({std::string(matmulKernelName(k)) + " split", k, Source::Split});
+      if (nibbleOk) kernels.push_back({std::string(matmulKernelName(k)) + " nibble", k, Source::Nibble});
+    }
   std::vector<GemvFigure> out;
   for (const Kernel& k : kernels) {
     const MatmulScope scope(k.kernel);
     const auto product = [&](size_t i) {
-      return k.split ? projectSplit(x, exponents[i].data(), signMantissa[i].data(), rows, cols) : project(x, weights[i]);
+      switch (k.source) {
+        case Source::Split: return projectSplit(x, exponents[i].data(), signMantissa[i].data(), rows, cols);
+        case Source::Nibble: return projectNibble(x, nibble[i], signMantissa[i].data(), rows, cols);
+        case Source::Words: break;
+      }
+      return project(x, weights[i]);
     };
     GemvFigure f;
     f.kernel = k.name;

@@ -121,19 +121,51 @@ at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const std::opt
                          size_t ldy) { kernels::gemvBf16(l, w, static_cast<size_t>(cols), r0, r1, xs, batch, ys, ldy); });
 }
 
-at::Tensor projectSplit(const at::Tensor& x, const uint8_t* exponents, const uint8_t* signMantissa, int64_t outRows,
-                        int64_t cols) {
+namespace {
+
+// The GEMV level for a product from planes or codes, checked against x (`what` names the caller).
+kernels::GemvLevel planeLevel(const char* what, const at::Tensor& x, int64_t cols) {
   const std::optional<kernels::GemvLevel> level = gemvLevel(currentKernel);
   if (!level || x.scalar_type() != at::kBFloat16 || x.dim() < 1 || x.size(-1) != cols || cols <= 0 ||
       x.numel() / cols > kMaxGemvRows)
-    throw Error("projectSplit: needs BF16 input with " + std::to_string(cols) + " columns, at most " +
+    throw Error(std::string(what) + ": needs BF16 input with " + std::to_string(cols) + " columns, at most " +
                 std::to_string(kMaxGemvRows) + " rows, on a GEMV kernel");
+  return *level;
+}
+
+}  // namespace
+
+at::Tensor projectSplit(const at::Tensor& x, const uint8_t* exponents, const uint8_t* signMantissa, int64_t outRows,
+                        int64_t cols) {
+  const kernels::GemvLevel level = planeLevel("projectSplit", x, cols);
   weightBytesRead += static_cast<uint64_t>(outRows) * static_cast<uint64_t>(cols) * 2;
-  return gemvProject(x, outRows, cols, *level, std::nullopt,
+  return gemvProject(x, outRows, cols, level, std::nullopt,
                      [&](kernels::GemvLevel l, size_t r0, size_t r1, const uint16_t* xs, size_t batch, float* ys,
                          size_t ldy) {
                        kernels::gemvSplitBf16(l, exponents, signMantissa, static_cast<size_t>(cols), r0, r1, xs,
                                               batch, ys, ldy);
+                     });
+}
+
+at::Tensor projectNibble(const at::Tensor& x, std::span<const NibbleShard> shards, const uint8_t* signMantissa,
+                         int64_t outRows, int64_t cols) {
+  const kernels::GemvLevel level = planeLevel("projectNibble", x, cols);
+  size_t covered = 0;
+  for (const NibbleShard& s : shards) {
+    if (s.rowBegin != covered || s.rowEnd <= s.rowBegin)
+      throw Error("projectNibble: shard rows " + std::to_string(s.rowBegin) + ".." + std::to_string(s.rowEnd) +
+                  " do not follow row " + std::to_string(covered));
+    covered = s.rowEnd;
+  }
+  if (covered != static_cast<size_t>(outRows) || cols % 2 != 0)
+    throw Error("projectNibble: the shards cover " + std::to_string(covered) + " of " + std::to_string(outRows) +
+                " rows of " + std::to_string(cols) + " columns (all rows and an even number of columns needed)");
+  weightBytesRead += static_cast<uint64_t>(outRows) * static_cast<uint64_t>(cols) * 3 / 2;
+  return gemvProject(x, outRows, cols, level, std::nullopt,
+                     [&](kernels::GemvLevel l, size_t r0, size_t r1, const uint16_t* xs, size_t batch, float* ys,
+                         size_t ldy) {
+                       kernels::gemvNibbleBf16(l, shards, signMantissa, static_cast<size_t>(cols), r0, r1, xs, batch,
+                                               ys, ldy);
                      });
 }
 

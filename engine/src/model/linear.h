@@ -11,10 +11,12 @@
 #pragma once
 
 #include <optional>
+#include <span>
 
 #include <ATen/ATen.h>
 
 #include "zipmoe/model.h"
+#include "zipmoe/nibble_shard.h"
 
 namespace zipmoe {
 
@@ -30,6 +32,13 @@ bool gemvProjects(int64_t rows);
 // REQUIRES: gemvProjects(rows of x), x BF16 with cols columns.
 at::Tensor projectSplit(const at::Tensor& x, const uint8_t* exponents, const uint8_t* signMantissa, int64_t outRows,
                         int64_t cols);
+// The same with the exponents as nibble codes read in place (zipmoe/nibble_shard.h, one shard per
+// contiguous range of rows, together covering [0, outRows)): bit-identical to project() on the merged
+// tensor, with no exponent plane decoded. Counts 1.5 bytes per weight read.
+// REQUIRES: as projectSplit; cols even; shards from indexNibbleChunk. Throws zipmoe::Error when the
+// shards do not cover the rows one after another.
+at::Tensor projectNibble(const at::Tensor& x, std::span<const NibbleShard> shards, const uint8_t* signMantissa,
+                         int64_t outRows, int64_t cols);
 
 // The CPUs this process may run on (sched_getaffinity), at least 1: the default intra-op thread count.
 int availableCpus();

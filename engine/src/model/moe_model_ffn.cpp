@@ -131,19 +131,24 @@ class MoeBlock : public FeedForward {
     return router_.weigh(x, chosen);
   }
 
-  // One expert tensor as the provider handed it: BF16 words, or the split planes (recovery fused
-  // into the product — the same result as the merged words, see projectSplit).
+  // One expert tensor as the provider handed it: BF16 words, the split planes (recovery fused into
+  // the product — the same result as the merged words, see projectSplit), or nibble codes read in
+  // place with the sign-mantissa plane (projectNibble, the same result again).
   struct ExpertTensor {
     at::Tensor words;
     const uint8_t* exponents = nullptr;
     const uint8_t* signMantissa = nullptr;
+    std::span<const NibbleShard> nibble;
     int64_t rows = 0, cols = 0;
   };
+
+  static bool inPlace(const ReadyExpert& r, size_t kind) { return kind < r.nibble.size() && !r.nibble[kind].empty(); }
 
   static bool validSplit(const ReadyExpert& r) {
     for (size_t kind = 0; kind < r.tensors.size(); ++kind)
       if (r.tensors[kind] == nullptr &&
-          (kind >= r.exponents.size() || kind >= r.signMantissa.size() || !r.exponents[kind] || !r.signMantissa[kind]))
+          (kind >= r.signMantissa.size() || !r.signMantissa[kind] ||
+           (!inPlace(r, kind) && (kind >= r.exponents.size() || !r.exponents[kind]))))
         return false;
     return true;
   }
@@ -154,6 +159,9 @@ class MoeBlock : public FeedForward {
     t.cols = cols;
     if (r.tensors[kind] != nullptr) {
       t.words = wrap(r.tensors[kind], rows, cols);
+    } else if (inPlace(r, kind)) {
+      t.nibble = r.nibble[kind];
+      t.signMantissa = r.signMantissa[kind];
     } else {
       t.exponents = r.exponents[kind];
       t.signMantissa = r.signMantissa[kind];
@@ -163,6 +171,13 @@ class MoeBlock : public FeedForward {
 
   // project(x, W) for either form; planes the GEMV cannot take here are merged first (same result).
   at::Tensor apply(const at::Tensor& x, const ExpertTensor& w) const {
+    if (!w.nibble.empty()) {
+      // Handed only where the request accepted split planes: decoding, on the GEMV.
+      if (dtype_ != at::kBFloat16 || x.scalar_type() != at::kBFloat16 || !gemvProjects(x.numel() / w.cols))
+        throw Error("MoE layer " + std::to_string(moeLayer_) + ": an expert came as nibble codes for " +
+                    std::to_string(x.numel() / w.cols) + " rows, which the decoding kernels cannot take here");
+      return projectNibble(x, w.nibble, w.signMantissa, w.rows, w.cols);
+    }
     if (!w.exponents) return project(x, w.words);
     if (dtype_ == at::kBFloat16 && x.scalar_type() == at::kBFloat16 && gemvProjects(x.numel() / w.cols))
       return projectSplit(x, w.exponents, w.signMantissa, w.rows, w.cols);

@@ -70,7 +70,8 @@ double makespan(int k, int hF, int hC, int hS, int hE, const CostModel& c, bool 
   const int zipMisses = raw ? 0 : misses;
   const double nSM = n * (hE + zipMisses);
   const double nE = n * shards * (hS + zipMisses);
-  const double nD = n * shards * (k - hF - (raw ? misses : 0));
+  const int noCpu = hF + (c.cInPlace ? hC : 0) + (raw ? misses : 0);  // hits and misses with no CPU work
+  const double nD = n * shards * (k - noCpu);
   double tIO = 0;
   if (c.missRead > 0)  // coalesced: one request per missed tensor
     tIO = n * hE * c.u + n * shards * hS * c.v + n * zipMisses * c.missRead;
@@ -78,7 +79,7 @@ double makespan(int k, int hF, int hC, int hS, int hE, const CostModel& c, bool 
     tIO = nSM * c.u + nE * c.v;
   if (raw) tIO += n * misses * c.fullRead;
   const double tDecomp = (nE * c.v + nD * c.c) / c.threads;
-  const double tRecover = c.recover > 0 ? n * (k - hF - (raw ? misses : 0)) * c.recover : 0.0;
+  const double tRecover = c.recover > 0 ? n * (k - noCpu) * c.recover : 0.0;
   const double busy = std::max(tDecomp, tRecover);
   if (busy <= 0) return tIO;
   const double overlap = std::min(k * c.compute, busy);

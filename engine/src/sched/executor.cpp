@@ -79,7 +79,10 @@ class LayerBatch : public ExpertBatch {
     ++job.returnedCount;
     job.current = chosen;
     job.currentSince = now;
-    return ReadyExpert{e.expert, e.tensors, e.exponents, e.signMantissa};
+    if (!e.nibble.empty())
+      return ReadyExpert{e.expert, e.tensors, std::vector<const uint8_t*>(e.tensors.size(), nullptr),
+                         e.nibbleSignMantissa, e.nibble};
+    return ReadyExpert{e.expert, e.tensors, e.exponents, e.signMantissa, {}};
   }
 
  private:

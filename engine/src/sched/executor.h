@@ -97,6 +97,10 @@ struct JobExpert {
   bool ready = false, returned = false;
   std::vector<const uint16_t*> tensors;  // BF16 per kind once ready (null for a split task's kind)
   std::vector<const uint8_t*> exponents, signMantissa;  // per kind, a split task's planes once ready
+  // A C hit read in place (no tasks: ready at once): per kind its nibble shards (in the cache's
+  // entry, valid while it is pinned) and its SM plane.
+  std::vector<std::span<const NibbleShard>> nibble;
+  std::vector<const uint8_t*> nibbleSignMantissa;
   double computeSeconds = 0;
 };
 

@@ -123,6 +123,12 @@ class TestGenerationBitExact : public QObject {
       o.eviction = policy;
       cases.push_back({"zipmoe-eviction", 0.25, o});
     }
+    for (double f : {0.1, 0.35}) {  // C hits' exponents decoded into a plane (a nibble store's default reads them in place)
+      RuntimeOptions o;
+      o.pools = 0x2u;
+      o.readCodesInPlace = false;
+      cases.push_back({"zipmoe-decoded-planes", f, o});
+    }
     for (double f : {0.0, 0.35}) {  // every tensor recovered before the model computes it
       RuntimeOptions o;
       o.fuseRecovery = false;
@@ -162,7 +168,8 @@ class TestGenerationBitExact : public QObject {
         o.checkpointDir = m.hf;
         cases.push_back({"full-tensor", f, o});
       }
-    uint64_t split = 0;  // tensors the model computed from split planes (recovery fused)
+    uint64_t split = 0;     // tensors the model computed from split planes (recovery fused)
+    uint64_t inPlace = 0;   // C hits' tensors computed from nibble codes read in place
     bool bf16 = false;
     for (const Case& c : cases) {
       RuntimeOptions o = c.options;
@@ -183,6 +190,9 @@ class TestGenerationBitExact : public QObject {
       QVERIFY(st.activations > 0);
       if (!o.fuseRecovery) QCOMPARE(st.splitTensors, uint64_t{0});
       split += st.splitTensors;
+      inPlace += st.inPlaceTensors;
+      if (m.opened->manifest().codec.id != CodecId::Nibble || !o.readCodesInPlace)
+        QCOMPARE(st.inPlaceTensors, uint64_t{0});
       bf16 = model->computeDtype() == ComputeDtype::BFloat16;
       if (c.prefetch.predictor != PrefetchPredictor::Off) {
         QVERIFY(st.prefetchHintedExperts > 0);
@@ -193,6 +203,8 @@ class TestGenerationBitExact : public QObject {
     }
     // Decoding in BF16 computes from the planes: the fused path was taken (and matched above).
     if (bf16) QVERIFY2(split > 0, "no tensor was computed from its split planes");
+    if (bf16 && m.opened->manifest().codec.id == CodecId::Nibble)
+      QVERIFY2(inPlace > 0, "no C hit was computed from its nibble codes in place");
   }
 
  private Q_SLOTS:
@@ -203,6 +215,10 @@ class TestGenerationBitExact : public QObject {
     checkConfigurations(huffman);
     prepare(zstd, hf, "olmoe-zstd", parseCodecSpec("zstd"), 2);
     checkConfigurations(zstd);
+    // `nibble`: C hits read in place by the decoding kernels (and, with readCodesInPlace off, decoded).
+    Model nibble;
+    prepare(nibble, hf, "olmoe-nibble", parseCodecSpec("nibble"), 2);
+    checkConfigurations(nibble);
   }
 
   // The oracle predictor on trace-replayed routing, at accuracies 0 (every guess wrong), 0.5 and 1:

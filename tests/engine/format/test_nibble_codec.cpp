@@ -13,6 +13,7 @@
 #include "test_support.h"
 #include "zipmoe/error.h"
 #include "zipmoe/exponent_codec.h"
+#include "zipmoe/nibble_shard.h"
 
 using namespace zipmoe;
 
@@ -48,6 +49,39 @@ Bytes decompress(const ExponentCodec& c, const Bytes& packed, size_t n) {
     if (out[i] != 0xEE) throw std::runtime_error("decompress wrote past n at byte " + std::to_string(i));
   out.resize(n);
   return out;
+}
+
+// The plane a NibbleShard describes, symbol by symbol (what the GEMV kernels read in place).
+Bytes planeOf(const NibbleShard& s, size_t n) {
+  Bytes out(n);
+  size_t escape = 0;
+  for (size_t j = 0; j < n; ++j) {
+    const unsigned c = (s.codes[j / 2] >> (4 * (j % 2))) & 0xF;
+    if (c < s.size) {
+      out[j] = s.dictionary[c];
+    } else {
+      if (c != 15 || escape >= s.escapeCount || s.escapePositions[escape] != j)
+        throw std::runtime_error("code " + std::to_string(c) + " at " + std::to_string(j) + " is not an indexed escape");
+      out[j] = s.escapes[escape++];
+    }
+  }
+  if (escape != s.escapeCount) throw std::runtime_error("positions left over");
+  return out;
+}
+
+// What indexing a chunk gives: the plane it describes, "none" (not a nibble-mode chunk, or the
+// positions do not fit), or the error message.
+std::string indexOutcome(const Bytes& packed, size_t n, size_t capacity) {
+  try {
+    std::vector<uint32_t> positions(capacity + 1, 0xDEADBEEF);
+    const auto shard = indexNibbleChunk(packed.data(), packed.size(), n, positions.data(), capacity);
+    if (positions[capacity] != 0xDEADBEEF) throw std::runtime_error("indexing wrote past its capacity");
+    if (!shard) return "none";
+    const Bytes plane = planeOf(*shard, n);
+    return std::string(plane.begin(), plane.end());
+  } catch (const Error& e) {
+    return std::string("error: ") + e.what();
+  }
 }
 
 // Output or error message: what every level must agree on.
@@ -138,6 +172,36 @@ class TestNibbleCodec : public QObject {
           QCOMPARE(outcome(*makeNibbleCodec(level), bad, n), expected);
       }
     }
+  }
+
+  // Indexing for the GEMV kernels (zipmoe/nibble_shard.h) checks a nibble-mode chunk exactly as
+  // decoding does: the plane it describes is the decoded plane, its error the decoder's error — on
+  // the same corrupted chunks as above; raw and run chunks, and escapes past the capacity, are "none".
+  void indexingAgreesWithDecoding() {
+    const auto reference = makeNibbleCodec(NibbleDecodeLevel::Scalar);
+    std::mt19937_64 rng(78);
+    for (size_t n : {size_t{64}, size_t{200}, size_t{4096}, size_t{65537}}) {
+      std::vector<size_t> rare{3, n / 2, n - 1};
+      for (size_t p = 65; p < n; p += 997) rare.push_back(p);  // escapes in many 32- and 64-symbol blocks
+      const Bytes in = withRare(n, 15, rare, 250, n);
+      const Bytes good = compress(*reference, in);
+      QCOMPARE(good[0], uint8_t{2});
+      QCOMPARE(indexOutcome(good, n, n), std::string(in.begin(), in.end()));
+      if (n >= 4096) QCOMPARE(indexOutcome(good, n, 2), std::string("none"));  // 250 is escaped more than twice
+      for (int trial = 0; trial < 300; ++trial) {
+        Bytes bad = good;
+        for (int f = 0; f < 1 + trial % 3; ++f) bad[rng() % bad.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+        const std::string got = indexOutcome(bad, n, n);
+        if (!bad.empty() && bad[0] != 2) QCOMPARE(got, std::string("none"));
+        else QCOMPARE(got, outcome(*reference, bad, n));
+      }
+    }
+    const Bytes run = compress(*reference, Bytes(100, 7));
+    QCOMPARE(run[0], uint8_t{1});
+    QCOMPARE(indexOutcome(run, 100, 100), std::string("none"));
+    ZIPMOE_EXPECT_ERROR(indexNibbleChunk(nullptr, 0, 4, nullptr, 0), "empty");
+    ZIPMOE_EXPECT_ERROR(indexNibbleChunk(Bytes{2, 4, 2, 1, 2, 0, 0x10, 0x31}.data(), 8, 4, nullptr, 0),
+                        "code 3 at symbol 3");
   }
 
   void rejectsMalformedChunks() {

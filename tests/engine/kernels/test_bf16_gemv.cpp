@@ -3,6 +3,7 @@
 // ranges that start and end anywhere; and the BF16 rounding helpers on every one of the 65536 words.
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -11,6 +12,7 @@
 #include "kernels/bf16_gemv.h"
 #include "zipmoe/bf16_split.h"
 #include "zipmoe/error.h"
+#include "zipmoe/nibble_shard.h"
 
 using namespace zipmoe::kernels;
 
@@ -21,6 +23,60 @@ std::vector<uint16_t> randomBf16(size_t n, std::mt19937& rng, float scale) {
   std::vector<uint16_t> v(n);
   for (auto& h : v) h = floatToBf16(d(rng));
   return v;
+}
+
+// A nibble-mode chunk of p[0, n) (format/nibble_codec.cpp) even where the codec would store a small
+// one raw: the 15 most frequent exponents coded, the rest escaped.
+std::vector<uint8_t> nibbleChunk(const uint8_t* p, size_t n) {
+  std::vector<size_t> count(256, 0);
+  for (size_t i = 0; i < n; ++i) ++count[p[i]];
+  std::vector<uint8_t> bySymbol(256);
+  for (size_t v = 0; v < 256; ++v) bySymbol[v] = static_cast<uint8_t>(v);
+  std::stable_sort(bySymbol.begin(), bySymbol.end(), [&](uint8_t a, uint8_t b) { return count[a] > count[b]; });
+  std::vector<uint8_t> dictionary(bySymbol.begin(), bySymbol.begin() + 15);
+  while (dictionary.size() > 1 && count[dictionary.back()] == 0) dictionary.pop_back();
+  std::sort(dictionary.begin(), dictionary.end());
+  std::vector<uint8_t> code(256, 15), codes((n + 1) / 2, 0), escapes;
+  for (size_t c = 0; c < dictionary.size(); ++c) code[dictionary[c]] = static_cast<uint8_t>(c);
+  for (size_t i = 0; i < n; ++i) {
+    codes[i / 2] |= static_cast<uint8_t>(code[p[i]] << (4 * (i % 2)));
+    if (code[p[i]] == 15) escapes.push_back(p[i]);
+  }
+  std::vector<uint8_t> out{2};
+  const auto varint = [&](uint64_t v) {
+    do {
+      out.push_back(static_cast<uint8_t>((v & 0x7F) | (v >= 0x80 ? 0x80 : 0)));
+      v >>= 7;
+    } while (v != 0);
+  };
+  varint(n);
+  out.push_back(static_cast<uint8_t>(dictionary.size()));
+  out.insert(out.end(), dictionary.begin(), dictionary.end());
+  varint(escapes.size());
+  out.insert(out.end(), codes.begin(), codes.end());
+  out.insert(out.end(), escapes.begin(), escapes.end());
+  return out;
+}
+
+// W's exponents as `nibble` codes in `shards` row ranges (as a store keeps a tensor), indexed for the
+// kernels; the buffers the shards point into are kept in `coded` and `positions`.
+std::vector<zipmoe::NibbleShard> nibbleShards(const std::vector<uint8_t>& exponents, size_t rows, size_t cols,
+                                              size_t shards, std::vector<std::vector<uint8_t>>& coded,
+                                              std::vector<std::vector<uint32_t>>& positions) {
+  std::vector<zipmoe::NibbleShard> out;
+  for (size_t s = 0; s < shards; ++s) {
+    const size_t r0 = rows * s / shards, r1 = rows * (s + 1) / shards;
+    if (r0 == r1) continue;
+    const size_t n = (r1 - r0) * cols;
+    const auto& chunk = coded.emplace_back(nibbleChunk(exponents.data() + r0 * cols, n));
+    auto& where = positions.emplace_back(n);
+    auto shard = zipmoe::indexNibbleChunk(chunk.data(), chunk.size(), n, where.data(), n);
+    if (!shard) throw std::runtime_error("indexing refused a nibble-mode chunk");
+    shard->rowBegin = r0;
+    shard->rowEnd = r1;
+    out.push_back(*shard);
+  }
+  return out;
 }
 
 }  // namespace
@@ -135,6 +191,61 @@ class TestBf16Gemv : public QObject {
       const auto x = randomBf16(2 * 256, rng, 1.0f);
       check(level, all, 256, 256, x, 2, 0, 256);
     }
+  }
+
+  // The exponents as nibble codes read in place: the same bits as the merged words at every level, for
+  // shapes with every tail, shard boundaries anywhere (also inside a 4-row group), row ranges that
+  // cross them, escapes in many blocks (extreme weights in every row), and all 65536 words (where
+  // most of each row's 256 exponents are escapes).
+  void theNibbleCodesAreBitIdenticalToTheWords() {
+    std::mt19937 rng(19);
+    const auto check = [](GemvLevel level, const std::vector<uint16_t>& w, size_t rows, size_t cols, size_t shards,
+                          const std::vector<uint16_t>& x, size_t batch, size_t r0, size_t r1) {
+      std::vector<uint8_t> e(w.size()), sm(w.size());
+      zipmoe::bf16::split(w.data(), w.size(), e.data(), sm.data());
+      std::vector<std::vector<uint8_t>> coded;
+      std::vector<std::vector<uint32_t>> positions;
+      const auto nibble = nibbleShards(e, rows, cols, shards, coded, positions);
+      std::vector<float> fromWords(batch * rows, -1.0f), fromCodes(batch * rows, -1.0f);
+      gemvBf16(level, w.data(), cols, r0, r1, x.data(), batch, fromWords.data(), rows);
+      gemvNibbleBf16(level, nibble, sm.data(), cols, r0, r1, x.data(), batch, fromCodes.data(), rows);
+      // Bits equal; a NaN only as a NaN (its payload is the first NaN operand's, and which operand of an
+      // addition comes first is the compiler's choice: it may differ between the kernels' instances).
+      for (size_t i = 0; i < fromWords.size(); ++i)
+        QVERIFY2(std::memcmp(&fromWords[i], &fromCodes[i], sizeof(float)) == 0 ||
+                     (std::isnan(fromWords[i]) && std::isnan(fromCodes[i])),
+                 qPrintable(QString("%1: %2 rows x %3 cols in %4 shards, batch %5, rows %6..%7: y[%8] = %9, words give %10")
+                                .arg(gemvLevelName(level)).arg(rows).arg(cols).arg(shards).arg(batch).arg(r0).arg(r1)
+                                .arg(i).arg(fromCodes[i], 0, 'g', 9).arg(fromWords[i], 0, 'g', 9)));
+    };
+    for (const GemvLevel level : supportedGemvLevels()) {
+      for (const size_t cols : {size_t{2}, size_t{8}, size_t{30}, size_t{32}, size_t{34}, size_t{64}, size_t{100},
+                                size_t{1408}, size_t{2054}}) {
+        for (const size_t rows : {size_t{1}, size_t{4}, size_t{5}, size_t{13}}) {
+          const size_t batch = 1 + (cols + rows) % 8;
+          auto w = randomBf16(rows * cols, rng, 0.05f);
+          for (size_t r = 0; r < rows; ++r)  // rare exponents: escapes (a dictionary holds 15)
+            for (const float rare : {1e-30f, 3e-20f, 1e-12f, 7e5f, 1e12f, 2e25f})
+              w[r * cols + rng() % cols] = floatToBf16(rng() % 2 ? rare : -rare);
+          const auto x = randomBf16(batch * cols, rng, 1.0f);
+          for (const size_t shards : {size_t{1}, size_t{3}}) {
+            check(level, w, rows, cols, shards, x, batch, 0, rows);
+            if (rows > 2) check(level, w, rows, cols, shards, x, batch, 1, rows - 1);
+          }
+        }
+      }
+      std::vector<uint16_t> all(65536);
+      for (uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
+      const auto x = randomBf16(2 * 256, rng, 1.0f);
+      check(level, all, 256, 256, 3, x, 2, 0, 256);
+      check(level, all, 256, 256, 3, x, 2, 83, 171);
+    }
+    // An odd number of columns cannot be read in place: refused, naming the columns.
+    std::vector<uint8_t> sm(3);
+    std::vector<uint16_t> x(3);
+    std::vector<float> y(1);
+    QVERIFY_THROWS_EXCEPTION(zipmoe::Error, gemvNibbleBf16(GemvLevel::Scalar, {}, sm.data(), 3, 0, 1, x.data(), 1,
+                                                            y.data(), 1));
   }
 
   void anUnsupportedLevelIsRefused() {

@@ -263,6 +263,15 @@ class TestPlanner : public QObject {
     // Our recovery term: n · (k − h_F) · recover = 3 · 3 · 100.
     c.recover = 100;
     QVERIFY(near(estimateMakespan(4, {1, 0, 0, 0}, c), 900.0, 1e-15));
+    // C hits read in place: no CPU work, as F hits. h=(1,2,0,0), one miss: n_SM = 3, n_E = 6, T_IO = 0.3 + 0.6;
+    // n_D = 3·2·1 = 6, T_decomp = (0.6 + 12) / 1 = 12.6, T_recover = 3·1·100 = 300.
+    c.cInPlace = true;
+    QVERIFY(near(estimateMakespan(4, {1, 2, 0, 0}, c), 300.0, 1e-12));
+    QCOMPARE(estimateMakespan(4, {2, 2, 0, 0}, c), estimateMakespan(4, {4, 0, 0, 0}, c));
+    c.recover = 0;
+    QVERIFY(near(estimateMakespan(4, {1, 2, 0, 0}, c), 12.6, 1e-12));
+    c.cInPlace = false;  // decoded: n_D = 3·2·3 = 18, T_decomp = 0.6 + 36
+    QVERIFY(near(estimateMakespan(4, {1, 2, 0, 0}, c), 36.6, 1e-12));
   }
 
   void hitPatternProbabilitiesSumToOne() {
