@@ -102,20 +102,33 @@ void decodePairs(const Body& b, size_t n, uint8_t* dst, size_t& escape) {
   decodeScalar(b, j, n, dst, escape);
 }
 
-__attribute__((target("avx2"))) void decodeAvx2(const Body& b, size_t n, uint8_t* dst, size_t& escape) {
-  const __m128i dict128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.dictionary.data()));
+// The AVX2 loops' table: 0xFF for a code the dictionary does not hold (codes d..14 are invalid, 15
+// escapes), in both lanes.
+__attribute__((target("avx2"))) inline __m256i specialCodes(const Body& b) {
   alignas(16) std::array<uint8_t, 16> special{};
-  for (size_t c = b.size; c < 16; ++c) special[c] = 0xFF;  // codes d..14 are invalid, 15 escapes
-  const __m256i dict = _mm256_broadcastsi128_si256(dict128);
-  const __m256i flag = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(special.data())));
+  for (size_t c = b.size; c < 16; ++c) special[c] = 0xFF;
+  return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(special.data())));
+}
+
+// Block j (64 symbols, 32 code bytes) split into its low nibbles (symbols j, j + 2, …) and high
+// nibbles (j + 1, j + 3, …); returns whether any code is special (see specialCodes).
+__attribute__((target("avx2"))) inline bool splitBlock(const Body& b, size_t j, __m256i special, __m256i& lo,
+                                                        __m256i& hi) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i in = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.codes + j / 2));
+  lo = _mm256_and_si256(in, low4);
+  hi = _mm256_and_si256(_mm256_srli_epi16(in, 4), low4);
+  const __m256i bad = _mm256_or_si256(_mm256_shuffle_epi8(special, lo), _mm256_shuffle_epi8(special, hi));
+  return !_mm256_testz_si256(bad, bad);
+}
+
+__attribute__((target("avx2"))) void decodeAvx2(const Body& b, size_t n, uint8_t* dst, size_t& escape) {
+  const __m256i dict = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.dictionary.data())));
+  const __m256i special = specialCodes(b);
   size_t j = 0;
   for (; j + kBlockSymbols <= n; j += kBlockSymbols) {
-    const __m256i in = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.codes + j / 2));
-    const __m256i lo = _mm256_and_si256(in, low4);
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(in, 4), low4);
-    const __m256i bad = _mm256_or_si256(_mm256_shuffle_epi8(flag, lo), _mm256_shuffle_epi8(flag, hi));
-    if (!_mm256_testz_si256(bad, bad)) {
+    __m256i lo, hi;
+    if (splitBlock(b, j, special, lo, hi)) {
       decodeScalar(b, j, j + kBlockSymbols, dst, escape);
       continue;
     }
@@ -189,17 +202,11 @@ void indexScalar(const Body& b, size_t begin, size_t end, uint32_t* positions, s
 // two shuffles of a "special" table, as decodeAvx2 flags it.
 __attribute__((target("avx2"))) void indexAvx2(const Body& b, size_t n, uint32_t* positions, size_t capacity,
                                                 size_t& count) {
-  alignas(16) std::array<uint8_t, 16> special{};
-  for (size_t c = b.size; c < 16; ++c) special[c] = 0xFF;
-  const __m256i flag = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(special.data())));
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i special = specialCodes(b);
   size_t j = 0;
   for (; j + kBlockSymbols <= n; j += kBlockSymbols) {
-    const __m256i in = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.codes + j / 2));
-    const __m256i lo = _mm256_and_si256(in, low4);
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(in, 4), low4);
-    const __m256i bad = _mm256_or_si256(_mm256_shuffle_epi8(flag, lo), _mm256_shuffle_epi8(flag, hi));
-    if (!_mm256_testz_si256(bad, bad)) indexScalar(b, j, j + kBlockSymbols, positions, capacity, count);
+    __m256i lo, hi;
+    if (splitBlock(b, j, special, lo, hi)) indexScalar(b, j, j + kBlockSymbols, positions, capacity, count);
   }
   indexScalar(b, j, n, positions, capacity, count);
 }
