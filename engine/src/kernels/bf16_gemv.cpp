@@ -164,11 +164,13 @@ __attribute__((target("avx2,fma"))) void gemvAvx2(const Rows& w, size_t r0, size
 
 // --- AVX-512 BF16: vdpbf16ps, 32 products per instruction ----------------------------------------
 
-// GCC 12's AVX-512 extract intrinsics (used by _mm512_reduce_add_ps) start from an "undefined"
-// vector that -Wmaybe-uninitialized reports; the value is never read.
+// GCC 12's AVX-512 extract intrinsics (used by _mm512_reduce_add_ps) and byte permutes start from an
+// "undefined" vector that -Wmaybe-uninitialized (and at -O2 -Wuninitialized) reports; the value is
+// never read.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"  // the same "undefined" start in the VBMI permutes (-O2)
 #endif
 
 #define ZIPMOE_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx512vbmi")))
