@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "zipmoe/exponent_codec.h"
+
 namespace zipmoe {
 
 struct NibbleShard {
@@ -33,8 +35,9 @@ struct NibbleShard {
 // naming the field, with the same messages) and, when it is a nibble-mode chunk whose escapes fit in
 // `capacity` positions, writes their positions to `positions` and returns the shard (rows left 0 for
 // the caller). Returns nullopt for a raw- or run-mode chunk (no codes to read in place) or when the
-// positions do not fit. REQUIRES: `positions` does not overlap src[0, srcSize).
+// positions do not fit. `level` picks the scan (as it picks the decoder; tests force each one);
+// throws Error if the CPU lacks it. REQUIRES: `positions` does not overlap src[0, srcSize).
 std::optional<NibbleShard> indexNibbleChunk(const uint8_t* src, size_t srcSize, size_t n, uint32_t* positions,
-                                            size_t capacity);
+                                            size_t capacity, NibbleDecodeLevel level = bestNibbleDecodeLevel());
 
 }  // namespace zipmoe

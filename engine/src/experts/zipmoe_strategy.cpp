@@ -73,7 +73,11 @@ bool readsCodesInPlace(const RuntimeOptions& options, const Store& store) {
 
 ZipMoeStrategy::ZipMoeStrategy(const Store& store, const ExpertSizes& sizes, const RuntimeOptions& options,
                                const CostProfile& profile)
-    : store_(store), sizes_(sizes), options_(options), profile_(profile) {
+    : store_(store),
+      sizes_(sizes),
+      options_(options),
+      profile_(profile),
+      codesInPlace_(readsCodesInPlace(options, store)) {
   planInputs_.layers = sizes.layers();
   planInputs_.experts = sizes.experts();
   planInputs_.topK = sizes.topK();
@@ -86,7 +90,7 @@ ZipMoeStrategy::ZipMoeStrategy(const Store& store, const ExpertSizes& sizes, con
                                raw_ != nullptr);
   // Decoding computes from the planes: no hit or miss is recovered (the plans are for decoding).
   if (options.fuseRecovery) planInputs_.cost.recover = 0;
-  planInputs_.cost.cInPlace = readsCodesInPlace(options, store);
+  planInputs_.cost.cInPlace = codesInPlace_;
   planInputs_.gridStep = options.gridStep;
   planInputs_.fromPrompt = options.planFromPrompt;
   planInputs_.sessionPriorTokens = options.sessionPriorTokens;
@@ -298,7 +302,7 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
     const bool split = options_.fuseRecovery && planes && !keepFull;
     // A C hit that stays where it is, from a nibble store, for decoding (the GEMV reads the codes):
     // its codes are read in place, nothing to do.
-    if (split && r.acceptsSplit && hasE && hasSM && keepPool == cache::kNoPool && readsCodesInPlace(options_, store_) &&
+    if (split && r.acceptsSplit && hasE && hasSM && keepPool == cache::kNoPool && codesInPlace_ &&
         indexInPlace(m, layer, r.expert, entry)) {
       for (int kind = 0; kind < kinds; ++kind) {
         je.nibble.emplace_back(entry.nibble[static_cast<size_t>(kind)]);

@@ -60,6 +60,7 @@ class ZipMoeStrategy final : public OffloadStrategy {
   const ExpertSizes& sizes_;
   const RuntimeOptions& options_;
   const CostProfile profile_;
+  const bool codesInPlace_;  // readsCodesInPlace(options_, store_), fixed for the strategy's life
   PoolPlanInputs planInputs_;
   std::unique_ptr<FullTensorSource> raw_;  // the checkpoint, when raw misses are possible
   // Guarded by the cache lock (applyPlan and buildJob): per layer, whether misses are raw reads;

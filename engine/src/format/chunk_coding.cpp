@@ -55,7 +55,7 @@ size_t writeRunChunk(uint8_t symbol, size_t n, uint8_t* dst) {
   return header + 1;
 }
 
-bool decodeRawOrRun(const char* codec, const uint8_t* src, size_t srcSize, uint8_t* dst, size_t n, size_t& offset) {
+uint8_t readPrelude(const char* codec, const uint8_t* src, size_t srcSize, size_t n, size_t& offset) {
   if (srcSize == 0) failChunk(codec, "empty (expected a mode byte and a symbol count)");
   offset = 1;
   const uint8_t mode = src[0];
@@ -64,6 +64,11 @@ bool decodeRawOrRun(const char* codec, const uint8_t* src, size_t srcSize, uint8
   const uint64_t count = getVarint(codec, src, srcSize, offset, "symbol count");
   if (count != n)
     failChunk(codec, "encodes " + std::to_string(count) + " symbols but " + std::to_string(n) + " were requested");
+  return mode;
+}
+
+bool decodeRawOrRun(const char* codec, const uint8_t* src, size_t srcSize, uint8_t* dst, size_t n, size_t& offset) {
+  const uint8_t mode = readPrelude(codec, src, srcSize, n, offset);
   const size_t left = srcSize - offset;
   if (mode == kModeRaw) {
     if (left != n)

@@ -26,6 +26,9 @@ size_t writeRawChunk(const uint8_t* src, size_t n, uint8_t* dst);
 // Writes a run-mode chunk (n ≥ 1 copies of `symbol`); returns its size.
 size_t writeRunChunk(uint8_t symbol, size_t n, uint8_t* dst);
 
+// Checks the prelude (mode byte and symbol count) against the caller's n; returns the mode, with
+// `offset` after the count.
+uint8_t readPrelude(const char* codec, const uint8_t* src, size_t srcSize, size_t n, size_t& offset);
 // Checks the prelude against the caller's n and decodes raw and run chunks into dst[0, n). Returns
 // true when the chunk was one of them (done); false for mode 2, with `offset` after the count.
 bool decodeRawOrRun(const char* codec, const uint8_t* src, size_t srcSize, uint8_t* dst, size_t n, size_t& offset);

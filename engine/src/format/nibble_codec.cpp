@@ -62,20 +62,26 @@ struct Body {
   size_t escapeCount = 0;
 };
 
+// Checks a code c ≥ size at symbol j, `used` escapes having been taken before it: it must be an
+// escape with an escaped symbol left for it.
+void checkSpecial(const Body& b, unsigned c, size_t j, size_t used) {
+  if (c != kEscape)
+    fail("code " + std::to_string(c) + " at symbol " + std::to_string(j) + " is outside the dictionary of " +
+         std::to_string(b.size) + " symbols");
+  if (used == b.escapeCount)
+    fail("escape code at symbol " + std::to_string(j) + " but only " + std::to_string(b.escapeCount) +
+         " escaped symbols are stored");
+}
+
 // Decodes symbols [begin, end) one at a time; `escape` is the index of the next escaped symbol.
 void decodeScalar(const Body& b, size_t begin, size_t end, uint8_t* dst, size_t& escape) {
   for (size_t j = begin; j < end; ++j) {
     const unsigned c = (b.codes[j >> 1] >> (4 * (j & 1))) & 0xF;
     if (c < b.size) {
       dst[j] = b.dictionary[c];
-    } else if (c == kEscape) {
-      if (escape == b.escapeCount)
-        fail("escape code at symbol " + std::to_string(j) + " but only " + std::to_string(b.escapeCount) +
-             " escaped symbols are stored");
-      dst[j] = b.escapes[escape++];
     } else {
-      fail("code " + std::to_string(c) + " at symbol " + std::to_string(j) + " is outside the dictionary of " +
-           std::to_string(b.size) + " symbols");
+      checkSpecial(b, c, j, escape);
+      dst[j] = b.escapes[escape++];
     }
   }
 }
@@ -187,12 +193,7 @@ void indexScalar(const Body& b, size_t begin, size_t end, uint32_t* positions, s
   for (size_t j = begin; j < end; ++j) {
     const unsigned c = (b.codes[j >> 1] >> (4 * (j & 1))) & 0xF;
     if (c < b.size) continue;
-    if (c != kEscape)
-      fail("code " + std::to_string(c) + " at symbol " + std::to_string(j) + " is outside the dictionary of " +
-           std::to_string(b.size) + " symbols");
-    if (count == b.escapeCount)
-      fail("escape code at symbol " + std::to_string(j) + " but only " + std::to_string(b.escapeCount) +
-           " escaped symbols are stored");
+    checkSpecial(b, c, j, count);
     if (count < capacity) positions[count] = static_cast<uint32_t>(j);
     ++count;
   }
@@ -325,18 +326,17 @@ std::vector<NibbleDecodeLevel> supportedNibbleDecodeLevels() {
 NibbleDecodeLevel bestNibbleDecodeLevel() { return supportedNibbleDecodeLevels().back(); }
 
 std::optional<NibbleShard> indexNibbleChunk(const uint8_t* src, size_t srcSize, size_t n, uint32_t* positions,
-                                            size_t capacity) {
+                                            size_t capacity, NibbleDecodeLevel level) {
   using namespace detail;
-  if (srcSize == 0) failChunk("nibble", "empty (expected a mode byte and a symbol count)");
-  if (src[0] != kModeCoded) return std::nullopt;  // raw or run: decoding checks and reads it
-  size_t off = 1;
-  const uint64_t count = getVarint("nibble", src, srcSize, off, "symbol count");
-  if (count != n)
-    failChunk("nibble", "encodes " + std::to_string(count) + " symbols but " + std::to_string(n) + " were requested");
+  if (!nibbleDecodeLevelSupported(level))
+    throw Error(std::string("nibble indexing level ") + nibbleDecodeLevelName(level) + " is not supported by this CPU");
+  size_t off = 0;
+  if (readPrelude("nibble", src, srcSize, n, off) != kModeCoded)
+    return std::nullopt;  // raw or run: decoding checks and reads it
   const Body b = parse(src, srcSize, off, n);
   if (n > (uint64_t{1} << 32)) return std::nullopt;  // positions are 32-bit
   size_t escapes = 0;
-  if (nibbleDecodeLevelSupported(NibbleDecodeLevel::Avx2))
+  if (level == NibbleDecodeLevel::Avx2)
     indexAvx2(b, n, positions, capacity, escapes);
   else
     indexScalar(b, 0, n, positions, capacity, escapes);

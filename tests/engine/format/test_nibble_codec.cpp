@@ -71,10 +71,10 @@ Bytes planeOf(const NibbleShard& s, size_t n) {
 
 // What indexing a chunk gives: the plane it describes, "none" (not a nibble-mode chunk, or the
 // positions do not fit), or the error message.
-std::string indexOutcome(const Bytes& packed, size_t n, size_t capacity) {
+std::string indexOutcome(const Bytes& packed, size_t n, size_t capacity, NibbleDecodeLevel level) {
   try {
     std::vector<uint32_t> positions(capacity + 1, 0xDEADBEEF);
-    const auto shard = indexNibbleChunk(packed.data(), packed.size(), n, positions.data(), capacity);
+    const auto shard = indexNibbleChunk(packed.data(), packed.size(), n, positions.data(), capacity, level);
     if (positions[capacity] != 0xDEADBEEF) throw std::runtime_error("indexing wrote past its capacity");
     if (!shard) return "none";
     const Bytes plane = planeOf(*shard, n);
@@ -175,8 +175,9 @@ class TestNibbleCodec : public QObject {
   }
 
   // Indexing for the GEMV kernels (zipmoe/nibble_shard.h) checks a nibble-mode chunk exactly as
-  // decoding does: the plane it describes is the decoded plane, its error the decoder's error — on
-  // the same corrupted chunks as above; raw and run chunks, and escapes past the capacity, are "none".
+  // decoding does, at every level: the plane it describes is the decoded plane, its error the
+  // decoder's error — on the same corrupted chunks as above. A raw or run chunk whose prelude is sound
+  // is "none" (decoding checks its body), and so are escapes past the capacity.
   void indexingAgreesWithDecoding() {
     const auto reference = makeNibbleCodec(NibbleDecodeLevel::Scalar);
     std::mt19937_64 rng(78);
@@ -186,19 +187,29 @@ class TestNibbleCodec : public QObject {
       const Bytes in = withRare(n, 15, rare, 250, n);
       const Bytes good = compress(*reference, in);
       QCOMPARE(good[0], uint8_t{2});
-      QCOMPARE(indexOutcome(good, n, n), std::string(in.begin(), in.end()));
-      if (n >= 4096) QCOMPARE(indexOutcome(good, n, 2), std::string("none"));  // 250 is escaped more than twice
+      for (const auto level : supportedNibbleDecodeLevels()) {
+        QCOMPARE(indexOutcome(good, n, n, level), std::string(in.begin(), in.end()));
+        if (n >= 4096) QCOMPARE(indexOutcome(good, n, 2, level), std::string("none"));  // 250 is escaped > twice
+      }
       for (int trial = 0; trial < 300; ++trial) {
         Bytes bad = good;
         for (int f = 0; f < 1 + trial % 3; ++f) bad[rng() % bad.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
-        const std::string got = indexOutcome(bad, n, n);
-        if (!bad.empty() && bad[0] != 2) QCOMPARE(got, std::string("none"));
-        else QCOMPARE(got, outcome(*reference, bad, n));
+        const std::string expected = outcome(*reference, bad, n);
+        for (const auto level : supportedNibbleDecodeLevels()) {
+          const std::string got = indexOutcome(bad, n, n, level);
+          if (bad[0] == 0 || bad[0] == 1) {  // raw or run: the prelude's errors, else none
+            if (got != "none") QCOMPARE(got, expected);
+          } else {
+            QCOMPARE(got, expected);
+          }
+        }
       }
     }
     const Bytes run = compress(*reference, Bytes(100, 7));
     QCOMPARE(run[0], uint8_t{1});
-    QCOMPARE(indexOutcome(run, 100, 100), std::string("none"));
+    QCOMPARE(indexOutcome(run, 100, 100, NibbleDecodeLevel::Scalar), std::string("none"));
+    ZIPMOE_EXPECT_ERROR(indexNibbleChunk(run.data(), run.size(), 99, nullptr, 0), "encodes 100 symbols but 99");
+    ZIPMOE_EXPECT_ERROR(indexNibbleChunk(Bytes{7, 4}.data(), 2, 4, nullptr, 0), "unknown mode 7");
     ZIPMOE_EXPECT_ERROR(indexNibbleChunk(nullptr, 0, 4, nullptr, 0), "empty");
     ZIPMOE_EXPECT_ERROR(indexNibbleChunk(Bytes{2, 4, 2, 1, 2, 0, 0x10, 0x31}.data(), 8, 4, nullptr, 0),
                         "code 3 at symbol 3");
