@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 
 #include <fcntl.h>
@@ -21,6 +22,7 @@
 #include "zipmoe/file_priming.h"
 #include "zipmoe/model_family.h"
 #include "zipmoe/synthetic_model.h"
+#include "zipmoe/trace_events.h"
 
 namespace zipmoe::cli {
 
@@ -148,6 +150,7 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
   };
   static const Suffix suffixes[] = {
       {"+fresh", [](RuntimeOptions& o) { o.recyclePages = false; }},      // every kept buffer in fresh memory
+      {"+noreserve", [](RuntimeOptions& o) { o.reservePages = false; }},  // no pages faulted in ahead of need
       {"+evict", [](RuntimeOptions& o) { o.keepSurplus = false; }},       // a shrunk pool is evicted at once
       {"+own", [](RuntimeOptions& o) { o.lendRoom = false; }},            // each layer within its own share
       {"+prior", [](RuntimeOptions& o) { o.planFromPrompt = false; }},    // the prior until 16 steps
@@ -247,7 +250,7 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
   }
   throw Error("unknown system '" + text +
               "' (resident, zipmoe, zipmoe-prefetch, zipmoe-prefetch:ORACLE_ACCURACY, zipmoe:POOLS e.g. zipmoe:FS, zipmoe-raw, zipmoe-raw:POOLS, zipmoe-raw-always[:POOLS], zipmoe-noplan, zipmoe-fifo-schedule, zipmoe-unfused[:POOLS], zipmoe-lru, zipmoe-fifo, "
-              "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking; any of them +fresh, +evict, +prior, +own, +outN, +sessionT, +smoothT)");
+              "zipmoe-marking, zipmoe-workers:L, full-lru, full-fifo, full-lfu, full-marking; any of them +fresh, +noreserve, +evict, +prior, +own, +outN, +sessionT, +smoothT)");
 }
 
 struct BenchWorkload::Impl {
@@ -366,6 +369,27 @@ ActivationCounts traceHistory(const ActivationTrace& trace, const RunSettings& s
 
 }  // namespace
 
+namespace {
+// RunSettings::traceDir: the run's operations since the warm-up, as Chrome trace JSON.
+void writeRunTrace(const std::filesystem::path& dir, const std::string& system, uint64_t budgetBytes, ExpertRuntime& rt) {
+  std::vector<TraceEvent> events;
+  rt.drainTrace(events);
+  std::string name = system;
+  std::replace_if(name.begin(), name.end(), [](char c) { return c == ':' || c == '/' || c == '+'; }, '_');
+  const std::filesystem::path path = dir / (name + "-" + std::to_string(budgetBytes >> 20) + "MiB.json");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error("trace directory " + dir.string() + ": " + ec.message());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error("cannot write the run's trace to " + path.string());
+  writeChromeTrace(out, events, rt.lanes());
+  out.close();
+  if (!out) throw Error("writing the run's trace to " + path.string() + " failed");
+  std::fprintf(stderr, "zipmoe: wrote %zu trace events (%llu dropped) to %s\n", events.size(),
+               static_cast<unsigned long long>(rt.stats().droppedTraceEvents), path.c_str());
+}
+}  // namespace
+
 RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, const RunSettings& settings) {
   Impl& d = *impl_;
   RunResult result;
@@ -410,7 +434,10 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
   decodeRounds(settings, result, [&] {
     atWarm = rt->stats();
     if (settings.recordLayers) d.experts->record(&result.layerRatios);
+    std::vector<TraceEvent> warmUp;
+    rt->drainTrace(warmUp);  // RunSettings::traceDir: the warm-up's operations are not written
   });
+  if (!settings.traceDir.empty()) writeRunTrace(settings.traceDir, system.name, budgetBytes, *rt);
   const int batch = std::max(1, settings.batch);
   const int decodeSteps = result.decodeSteps;
   d.experts->noteLastLayer();

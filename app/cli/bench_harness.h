@@ -80,6 +80,10 @@ struct RunSettings {
   // Trace replay: once a prompt's counts are replayed, later tokens come from a Pólya urn with this
   // many tokens of the layer's counts as prior (TraceRouting::setContinuation); 0: the counts again.
   double traceContinuation = 0;
+  // When set, every offloading run writes the runtime's operations over its measured steps (after
+  // the warm-up) as Chrome trace JSON to <traceDir>/<system>-<budget MiB>MiB.json (a repeat
+  // overwrites the file; events past the runtime's trace capacity are dropped and counted).
+  std::filesystem::path traceDir;
 };
 
 struct RunResult {

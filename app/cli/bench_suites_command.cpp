@@ -172,7 +172,9 @@ class SuiteRunner {
     doc["settings"]["trace_continuation_tokens"] = o_.run.traceContinuation;
     doc["settings"]["order"] = "rotated";
     if (o_.warmUp && !warmedUp_) {
-      w_.warmUp(systems({"zipmoe", "full-lru"}), bytesAt(o_.budget), o_.run);
+      RunSettings unmeasured = o_.run;
+      unmeasured.traceDir.clear();  // --schedule-trace: measured runs only
+      w_.warmUp(systems({"zipmoe", "full-lru"}), bytesAt(o_.budget), unmeasured);
       warmedUp_ = true;
     }
     figures_ = json::array();
@@ -582,6 +584,7 @@ const CommandSpec& suiteSpec() {
        {"--threads", "N", "compute threads (0 = every CPU this process may use, up to 4096)"},
        {"--buffered", "", "page-cache reads instead of O_DIRECT"},
        {"--no-plot", "", "leave the figures as JSON specs"},
+       {"--schedule-trace", "DIR", "write each offloading run's operations after the warm-up as Chrome trace JSON, DIR/SYSTEM-BUDGETMiB.json"},
        {"--no-warm-up", "", "skip the warm-up (reading every file, one unmeasured pass)"},
        {"--no-prime", "", "do not re-read a system's files before each measurement"},
        {"--no-resident", "", "skip the all-resident reference run (resident TPOT, stall and the bandwidth floor)"},
@@ -636,6 +639,7 @@ int runBenchSuite(const Args& arguments) {
   o.run.warmup = line.integer<int>("--warmup", 0, 1 << 20, o.run.warmup);
   o.run.historyPrompts = line.integer<int>("--history", 0, 1 << 20, 0);
   o.run.traceContinuation = line.number("--trace-continuation", 0, 1e6, 0);
+  if (const auto v = line.text("--schedule-trace")) o.run.traceDir = *v;
   const int threads = line.integer<int>("--threads", 0, 4096, 0);
   const bool buffered = line.has("--buffered");
   o.plot = !line.has("--no-plot");

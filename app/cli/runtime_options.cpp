@@ -76,6 +76,7 @@ const std::vector<OptionSpec>& runtimeOptionSpecs() {
       {"--unfused-recovery", "", "recover every tensor before the model computes it (by default decoding computes from the split planes)"},
       {"--decoded-planes", "", "decode a C hit's nibble codes into a plane before computing it (by default decoding reads them in place)"},
       {"--fresh-buffers", "", "allocate every buffer the cache keeps in fresh memory (by default freed buffers' pages are reused)"},
+      {"--no-page-reserve", "", "do not fault in the budget's free room ahead of need (by default a lowest-priority thread does)"},
       {"--evict-on-shrink", "", "evict a pool a new plan shrinks at once (by default its members stay while the layer's memory holds them)"},
       {"--no-prompt-plan", "", "plan a layer from the prior until it has 16 steps (by default a prompt of 16+ tokens plans it at prefill)"},
       {"--own-shares", "", "keep each layer within its own share of the budget (by default room a layer leaves unused is lent to the others)"},
@@ -137,6 +138,10 @@ std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOpt
   }
   if (line.has("--fresh-buffers")) {
     r.recyclePages = false;
+    any = true;
+  }
+  if (line.has("--no-page-reserve")) {
+    r.reservePages = false;
     any = true;
   }
   if (line.has("--evict-on-shrink")) {

@@ -74,6 +74,8 @@ struct RuntimeStats {
   // RuntimeOptions::recyclePages: free pages held for reuse now (inside heldBytes), and of all the
   // bytes of kept buffers, those built from reused pages and those freshly mapped.
   uint64_t pooledPageBytes = 0, reusedPageBytes = 0, freshPageBytes = 0;
+  // RuntimeOptions::reservePages: pages faulted in ahead of need and added to the free pages, in all.
+  uint64_t reservedPageBytes = 0;
   // Tensors handed to the model as split planes (RuntimeOptions::fuseRecovery): no recovery pass.
   uint64_t splitTensors = 0;
   // Tensors of C hits handed to the model as nibble codes read in place (RuntimeOptions::

@@ -110,6 +110,10 @@ struct RuntimeOptions {
   // faulted in; io/page_pool.h) instead of fresh memory. The free pages count as held and are
   // trimmed to what the budget leaves. Off: every kept buffer is fresh memory (for comparison).
   bool recyclePages = true;
+  // With recyclePages: a background thread at the lowest priority faults in the budget's free room
+  // ahead of need and adds it to the free pages (io/page_reserve.h), so that the buffers the caches
+  // keep while they fill are not fresh memory either. Off: they are (for comparison).
+  bool reservePages = true;
   // ZipMoE mode: a pool that a new plan shrinks keeps its members as surplus while the layer's total
   // fits (cache/expert_cache.h); room is taken from the surplus first, and a hit surplus member moves
   // to its new pool in memory. Off: the shrunk pool is evicted at once and its experts read again.

@@ -21,6 +21,7 @@
 #include "experts/planner_inputs.h"
 #include "experts/replanner.h"
 #include "experts/zipmoe_strategy.h"
+#include "io/page_reserve.h"
 #include "sched/executor.h"
 #include "zipmoe/error.h"
 
@@ -165,11 +166,13 @@ class Runtime final : public ExpertRuntime {
       stats_.lastPlanError = error;
     };
     callbacks.beforeReplan = options_.beforeReplan;
+    startPageReserve();  // before the replanner, whose plans wake it
     replanner_ = std::make_unique<experts::Replanner>(std::move(callbacks));
   }
 
   ~Runtime() override {
-    replanner_.reset();  // no plan is applied after this
+    replanner_.reset();  // no plan is applied after this (nor wakes the reserve)
+    reserve_.reset();
     executor_.reset();
   }
 
@@ -315,6 +318,7 @@ class Runtime final : public ExpertRuntime {
       s.pooledPageBytes = ps.pooledBytes;
       s.reusedPageBytes = ps.reusedBytes;
       s.freshPageBytes = ps.freshBytes;
+      s.reservedPageBytes = ps.reservedBytes;
       s.heldBytes += ps.pooledBytes;
     }
     s.droppedTraceEvents = trace_ ? trace_->dropped() : 0;
@@ -392,6 +396,7 @@ class Runtime final : public ExpertRuntime {
       ++stats_.replans;
     }
     plan_ = std::move(plan);
+    if (reserve_) reserve_->wake();  // a larger budget leaves room to fault in
   }
 
   // The pooled free pages down to what the budget leaves beside the pools and the working set (a
@@ -400,6 +405,26 @@ class Runtime final : public ExpertRuntime {
     if (!pages_) return;
     const uint64_t used = workingSet_ + cache_->totalUsedBytes();
     pages_->trim(budget > used ? budget - used : 0);
+  }
+
+  // The page reserve's room check: whether one more faulted run fits beside what is held, both in the
+  // budget and in what the plan's pools can hold (a budget above the model's needs is not faulted in).
+  // REQUIRES: cacheMutex_ held.
+  bool reserveFits() const {
+    const uint64_t kept = cache_->totalUsedBytes() + pages_->pooledBytes() + io::PageReserve::kRunBytes;
+    return workingSet_ + kept <= plan_.budget && kept <= cache_->totalCapacityBytes();
+  }
+  void startPageReserve() {
+    if (!pages_ || !options_.reservePages) return;
+    reserve_ = std::make_unique<io::PageReserve>(
+        [this] {
+          std::lock_guard lock(cacheMutex_);
+          return reserveFits();
+        },
+        [this](const io::PagePool::Run& run) {
+          std::lock_guard lock(cacheMutex_);  // the budget may have shrunk meanwhile
+          return reserveFits() && pages_->adopt(run);
+        });
   }
 
   // Whether the layer still plans from the prior but may plan from a prompt, or from its history
@@ -639,7 +664,8 @@ class Runtime final : public ExpertRuntime {
 
   std::shared_ptr<io::PagePool> pages_;  // RuntimeOptions::recyclePages (kept buffers hold it too)
   std::unique_ptr<sched::Executor> executor_;
-  std::unique_ptr<experts::Replanner> replanner_;  // last: its thread calls into everything above
+  std::unique_ptr<experts::Replanner> replanner_;  // its thread calls into everything above
+  std::unique_ptr<io::PageReserve> reserve_;       // RuntimeOptions::reservePages; goes first (its thread too)
 };
 
 }  // namespace

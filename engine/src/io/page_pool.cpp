@@ -101,6 +101,25 @@ void PagePool::trim(uint64_t maxPooledBytes) {
   }
 }
 
+PagePool::Run PagePool::faultIn(size_t bytes) {
+  const size_t n = std::max<size_t>(kPageBytes, static_cast<size_t>(alignUp(bytes, kPageBytes)));
+  uint8_t* p = mapFresh(n);
+  // One write per page: the first write maps a zeroed page, so the contents stay zero.
+  for (size_t i = 0; i < n; i += kPageBytes) reinterpret_cast<volatile uint8_t*>(p)[i] = 0;
+  return Run{p, n};
+}
+
+void PagePool::freeRun(const Run& run) { ::munmap(run.addr, run.bytes); }
+
+bool PagePool::adopt(const Run& run) {
+  std::lock_guard lock(mutex_);
+  if (stats_.livePieces + free_.size() >= kMaxLivePieces / 2) return false;
+  free_.push_back(run);
+  stats_.pooledBytes += run.bytes;
+  stats_.reservedBytes += run.bytes;
+  return true;
+}
+
 uint64_t PagePool::pooledBytes() const {
   std::lock_guard lock(mutex_);
   return stats_.pooledBytes;

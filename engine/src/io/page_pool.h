@@ -34,6 +34,7 @@ struct PagePoolStats {
   uint64_t reusedBytes = 0;      // of all buffers handed out, bytes that were pooled pages
   uint64_t freshBytes = 0;       // … and bytes that were new mappings (faulted on first write)
   uint64_t trimmedBytes = 0;     // pooled pages returned to the system by trim
+  uint64_t reservedBytes = 0;    // pages faulted in ahead of need and adopted (PageReserve)
   uint64_t liveBuffers = 0, livePieces = 0;
 };
 
@@ -45,6 +46,11 @@ class PagePool : public std::enable_shared_from_this<PagePool> {
   // allows about 65,530 mappings per process; the rest of the program needs some too).
   static constexpr uint64_t kMaxLivePieces = 24576;
 
+  struct Run {
+    uint8_t* addr = nullptr;
+    size_t bytes = 0;
+  };
+
   static std::shared_ptr<PagePool> create();
   ~PagePool();
   PagePool(const PagePool&) = delete;
@@ -55,15 +61,20 @@ class PagePool : public std::enable_shared_from_this<PagePool> {
   AlignedBuffer allocate(size_t bytes);
   // Returns pooled pages to the system, smallest runs first, until at most `maxPooledBytes` remain.
   void trim(uint64_t maxPooledBytes);
+  // A fresh run of `bytes` (whole pages) written once, page by page, so that every page is faulted
+  // in: what PageReserve adds to the pool ahead of need. Throws std::bad_alloc when the system has
+  // no memory. The run is no buffer's and not the pool's until adopt() (or freeRun) takes it.
+  static Run faultIn(size_t bytes);
+  static void freeRun(const Run& run);
+  // Adds a run from faultIn to the free pages (counted in pooledBytes and reservedBytes); returns
+  // false, leaving the run to the caller, while the pool's runs and pieces fill half kMaxLivePieces
+  // (the rest is for stitching).
+  bool adopt(const Run& run);
   uint64_t pooledBytes() const;
   PagePoolStats stats() const;
 
  private:
   friend struct BufferDeleter;
-  struct Run {
-    uint8_t* addr = nullptr;
-    size_t bytes = 0;
-  };
   PagePool() = default;
   void release(uint8_t* p);  // a buffer's destruction: its pieces become free runs
 

@@ -22,6 +22,7 @@
 
 #include "engine/budget_slider.h"
 #include "engine/experts/runtime_fixture.h"
+#include "io/page_reserve.h"
 #include "test_support.h"
 #include "zipmoe/converter.h"
 #include "zipmoe/cost_profile.h"
@@ -197,6 +198,54 @@ class TestExpertRuntime : public QObject {
     }
   }
 
+  // The page reserve (RuntimeOptions::reservePages) faults the free room in ahead of need, run by run,
+  // as far as both the budget and the plan's pool capacities allow and no further; the buffers the
+  // caches then keep are built from those pages, none fresh, and held bytes stay within the budget.
+  // Off, they are fresh memory.
+  void thePageReserveFaultsTheRoomInAheadOfNeed() {
+    const Manifest& m = huffman_.opened->manifest();
+    const auto stream = requestStream(6, m.numLayers(), m.numExperts, 2, 37, true);
+    const uint64_t run = io::PageReserve::kRunBytes;
+    auto capacity = [](const RuntimeStats& s) {
+      uint64_t sum = 0;
+      for (const auto& pool : s.pools) sum += pool.capacityBytes;
+      return sum;
+    };
+    for (const bool reserve : {true, false}) {
+      RuntimeOptions o;
+      o.pools = poolBit(Pool::F) | poolBit(Pool::C);
+      o.decompressWorkers = 2;
+      o.reservePages = reserve;
+      o.budget = MemoryBudget::poolsForShare(1.0);
+      o.budget = MemoryBudget::bytes(open(huffman_, o)->stats().budgetBytes + 3 * run);  // more than the pools hold
+      auto rt = open(huffman_, o);
+      RuntimeStats before = rt->stats();
+      // Nothing is kept yet: the room is the pools' capacity, capped by the budget.
+      const uint64_t room = std::min(before.budgetBytes - before.workingSetBytes, capacity(before));
+      QVERIFY2(room >= 2 * run, qPrintable(QString("room %1 bytes").arg(room)));
+      // The reserve's thread (at the lowest priority) stops when one more run would not fit.
+      while (reserve && before.reservedPageBytes < room / run * run) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        before = rt->stats();
+      }
+      QCOMPARE(before.reservedPageBytes, reserve ? room / run * run : 0);
+      QCOMPARE(before.pooledPageBytes, before.reservedPageBytes);
+      QVERIFY(before.heldBytes <= before.budgetBytes);
+      runStream(huffman_, *rt, stream);  // every tensor checked, the budget after every layer
+      const RuntimeStats after = rt->stats();
+      QVERIFY(after.heldBytes <= after.budgetBytes);
+      QCOMPARE(after.reservedPageBytes, before.reservedPageBytes);  // nothing freed: no room came back
+      QVERIFY(after.reusedPageBytes + after.freshPageBytes > 0);
+      uint64_t used = 0;
+      for (const auto& pool : after.pools) used += pool.usedBytes;
+      QVERIFY2(used <= room / run * run, qPrintable(QString("%1 bytes kept").arg(used)));  // all from reserved pages
+      if (reserve)
+        QCOMPARE(after.freshPageBytes, uint64_t{0});
+      else
+        QCOMPARE(after.reusedPageBytes, uint64_t{0});
+    }
+  }
+
   // A plan switch from C to F. Evicting at once (keepSurplus off): the C members' pages
   // (RuntimeOptions::recyclePages) become the F tensors read next — reused, not fresh memory — within
   // the budget, and what the cache does (hits, misses) is the same as with fresh buffers. Keeping the
@@ -210,6 +259,7 @@ class TestExpertRuntime : public QObject {
       o.pools = poolBit(Pool::C);
       o.decompressWorkers = 2;
       o.recyclePages = recycle;
+      o.reservePages = false;  // only the pages the switch frees
       o.keepSurplus = surplus;
       o.budget = MemoryBudget::poolsForShare(1.0);
       o.budget = MemoryBudget::bytes(open(huffman_, o)->stats().budgetBytes * 8);  // room for all (see above)

@@ -3,16 +3,23 @@
 // is how these tests tell reused pages from fresh zero pages), a larger run split — never more than
 // kMaxPieces pieces; trim returns pooled pages; a pool's buffer grows from the same pool; buffers
 // outlive the caller's handle on the pool; threads allocating and freeing at once never share pages.
+// PageReserve faults runs in ahead of need while its owner finds room, sleeps when there is none,
+// wakes when told, and the pool builds buffers from those runs with no fresh page.
 #include <QtTest>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <random>
 #include <thread>
 
 #include "io/page_pool.h"
+#include "io/page_reserve.h"
 
 using zipmoe::io::AlignedBuffer;
 using zipmoe::io::PagePool;
+using zipmoe::io::PageReserve;
 
 namespace {
 
@@ -181,6 +188,79 @@ class TestPagePool : public QObject {
     QCOMPARE(s.livePieces, uint64_t{0});
     QCOMPARE(s.freshBytes, s.pooledBytes + s.trimmedBytes);  // every page made is pooled or returned
     QVERIFY(s.reusedBytes > 0);
+  }
+  // A faulted-in run reads as zero pages, joins the free pages when adopted, and a buffer built from
+  // it is all reused; adoption stops at half the pool's limit on runs and pieces.
+  void adoptedRunsAreReusedAndBounded() {
+    auto pool = PagePool::create();
+    const PagePool::Run run = PagePool::faultIn(3 * kPage - 1);
+    QCOMPARE(run.bytes, 3 * kPage);
+    QCOMPARE(static_cast<size_t>(std::count(run.addr, run.addr + run.bytes, uint8_t{0})), run.bytes);
+    QVERIFY(pool->adopt(run));
+    QCOMPARE(pool->pooledBytes(), uint64_t{3 * kPage});
+    QCOMPARE(pool->stats().reservedBytes, uint64_t{3 * kPage});
+    {
+      const AlignedBuffer b = pool->allocate(2 * kPage);  // split from the run
+      QCOMPARE(pool->stats().freshBytes, uint64_t{0});
+      QCOMPARE(pool->stats().reusedBytes, uint64_t{2 * kPage});
+    }
+    size_t adopted = 0;
+    for (;;) {
+      const PagePool::Run one = PagePool::faultIn(kPage);
+      if (!pool->adopt(one)) {
+        PagePool::freeRun(one);
+        break;
+      }
+      ++adopted;
+      QVERIFY(adopted <= PagePool::kMaxLivePieces);
+    }
+    QCOMPARE(pool->stats().livePieces + adopted + 2, PagePool::kMaxLivePieces / 2);  // + the split run's two
+  }
+
+  // The owner grants room for three runs; the reserve faults exactly those in, then sleeps until woken
+  // with more room. Destroying it mid-run stops it.
+  void theReserveFillsTheRoomItIsGiven() {
+    auto pool = PagePool::create();
+    std::mutex m;
+    std::condition_variable changed;
+    size_t room = 3;  // runs
+    size_t claims = 0;
+    auto claim = [&] {
+      std::lock_guard lock(m);
+      ++claims;
+      changed.notify_all();
+      return room > 0;
+    };
+    auto commit = [&](const PagePool::Run& run) {
+      std::lock_guard lock(m);
+      if (room == 0) return false;
+      --room;
+      changed.notify_all();
+      return pool->adopt(run);
+    };
+    auto waitFor = [&](auto done) {
+      std::unique_lock lock(m);
+      changed.wait(lock, done);
+    };
+    {
+      PageReserve reserve(claim, commit);
+      waitFor([&] { return room == 0 && claims >= 4; });  // the fourth claim found no room: asleep
+      QCOMPARE(pool->pooledBytes(), uint64_t{3 * PageReserve::kRunBytes});
+      QCOMPARE(reserve.faultedBytes(), uint64_t{3 * PageReserve::kRunBytes});  // no run without room
+      {
+        std::lock_guard lock(m);
+        room = 2;
+      }
+      reserve.wake();
+      waitFor([&] { return room == 0; });
+      QCOMPARE(pool->pooledBytes(), uint64_t{5 * PageReserve::kRunBytes});
+      std::lock_guard lock(m);
+      room = 1000;  // still faulting when it is destroyed
+    }
+    const uint64_t pooled = pool->pooledBytes();
+    QVERIFY(pooled >= 5 * PageReserve::kRunBytes);
+    const AlignedBuffer b = pool->allocate(2 * PageReserve::kRunBytes + kPage);  // three pieces, all reserved
+    QCOMPARE(pool->stats().freshBytes, uint64_t{0});
   }
 };
 
