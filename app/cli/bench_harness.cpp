@@ -380,11 +380,7 @@ void writeRunTrace(const std::filesystem::path& dir, const std::string& system, 
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Error("trace directory " + dir.string() + ": " + ec.message());
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error("cannot write the run's trace to " + path.string());
-  writeChromeTrace(out, events, rt.lanes());
-  out.close();
-  if (!out) throw Error("writing the run's trace to " + path.string() + " failed");
+  writeChromeTraceFile(path.string(), events, rt.lanes());
   std::fprintf(stderr, "zipmoe: wrote %zu trace events (%llu dropped) to %s\n", events.size(),
                static_cast<unsigned long long>(rt.stats().droppedTraceEvents), path.c_str());
 }
@@ -434,8 +430,10 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
   decodeRounds(settings, result, [&] {
     atWarm = rt->stats();
     if (settings.recordLayers) d.experts->record(&result.layerRatios);
-    std::vector<TraceEvent> warmUp;
-    rt->drainTrace(warmUp);  // RunSettings::traceDir: the warm-up's operations are not written
+    if (!settings.traceDir.empty()) {
+      std::vector<TraceEvent> warmUp;
+      rt->drainTrace(warmUp);  // the warm-up's operations are not written
+    }
   });
   if (!settings.traceDir.empty()) writeRunTrace(settings.traceDir, system.name, budgetBytes, *rt);
   const int batch = std::max(1, settings.batch);

@@ -219,11 +219,8 @@ int runGenerate(const Args& arguments) {
   if (!promptText) throw Error("generate needs --prompt TEXT\nusage: " + generateSpec().synopsis);
   if (prompt.empty()) throw Error("--prompt is empty: give the text to answer (or, with --raw, to continue)");
   if (trace && !budget) throw Error("--trace records the expert runtime's operations: give --budget SIZE|PCT% too");
-  std::ofstream traceOut;
-  if (trace) {
-    traceOut.open(tracePath, std::ios::binary | std::ios::trunc);
-    if (!traceOut) throw Error("--trace: cannot write " + tracePath);
-  }
+  if (trace && !std::ofstream(tracePath, std::ios::binary | std::ios::trunc))  // fail before generating
+    throw Error("--trace: cannot write " + tracePath);
   Session s = open(args[0], options, budget);
 
   const bool useTemplate = !raw && s.chatTemplate;
@@ -235,9 +232,7 @@ int runGenerate(const Args& arguments) {
   if (trace) {
     std::vector<TraceEvent> events;
     s.engine->runtime()->drainTrace(events);
-    writeChromeTrace(traceOut, events, s.engine->runtime()->lanes());
-    traceOut.close();
-    if (!traceOut) throw Error("--trace: writing " + tracePath + " failed");
+    writeChromeTraceFile(tracePath, events, s.engine->runtime()->lanes());
     std::fprintf(stderr, "zipmoe: wrote %zu trace events to %s\n", events.size(), tracePath.c_str());
   }
   return stats.generation.stopReason == "stopped" ? 130 : 0;

@@ -85,4 +85,8 @@ class TraceBuffer {
 // thread-name metadata per lane, and args {token, layer, expert, tensor, shard, bytes}.
 void writeChromeTrace(std::ostream& out, std::span<const TraceEvent> events, const TraceLanes& lanes);
 
+// writeChromeTrace into the file at path (created or truncated). Throws zipmoe::Error naming the
+// path when it cannot be opened or the write fails.
+void writeChromeTraceFile(const std::string& path, std::span<const TraceEvent> events, const TraceLanes& lanes);
+
 }  // namespace zipmoe

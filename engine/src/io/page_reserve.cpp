@@ -28,11 +28,6 @@ void PageReserve::wake() {
   cv_.notify_all();
 }
 
-uint64_t PageReserve::faultedBytes() const {
-  std::lock_guard lock(mutex_);
-  return faulted_;
-}
-
 void PageReserve::loop() {
   // The lowest priority a thread may give itself: it runs on a core the model leaves idle (a stall)
   // and yields to everything else. Failing that, it runs at the default priority.
@@ -50,10 +45,8 @@ void PageReserve::loop() {
           const PagePool::Run run = PagePool::faultIn(kRunBytes);
           adopted = commit_(run);
           if (!adopted) PagePool::freeRun(run);
-          std::lock_guard count(mutex_);
-          faulted_ += run.bytes;
         } catch (const std::bad_alloc&) {
-          adopted = false;  // no memory to spare: the caches' own buffers will fault theirs in
+          // No memory to spare (adopted stays false): the caches' own buffers will fault theirs in.
         }
       }
       lock.lock();

@@ -38,17 +38,15 @@ class PageReserve {
   PageReserve& operator=(const PageReserve&) = delete;
 
   void wake();  // room may have grown (a new budget or plan)
-  uint64_t faultedBytes() const;  // bytes faulted in so far (adopted or not)
 
  private:
   void loop();
 
   std::function<bool()> claim_;
   std::function<bool(const PagePool::Run&)> commit_;
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::condition_variable cv_;
   bool woken_ = true, stop_ = false;
-  uint64_t faulted_ = 0;
   std::thread thread_;  // last: started once the rest is set
 };
 

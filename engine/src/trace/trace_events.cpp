@@ -2,9 +2,14 @@
 // cell; a producer claims a slot by CAS on the enqueue position) and the Chrome trace writer.
 #include "zipmoe/trace_events.h"
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <ostream>
 
 #include <nlohmann/json.hpp>
+
+#include "zipmoe/error.h"
 
 namespace zipmoe {
 
@@ -105,6 +110,14 @@ void writeChromeTrace(std::ostream& out, std::span<const TraceEvent> events, con
                     {"args", std::move(args)}});
   }
   out << nlohmann::json{{"traceEvents", std::move(list)}, {"displayTimeUnit", "ms"}}.dump() << '\n';
+}
+
+void writeChromeTraceFile(const std::string& path, std::span<const TraceEvent> events, const TraceLanes& lanes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error("trace file " + path + ": cannot open it for writing (" + std::strerror(errno) + ")");
+  writeChromeTrace(out, events, lanes);
+  out.close();
+  if (!out) throw Error("trace file " + path + ": writing it failed");
 }
 
 }  // namespace zipmoe
