@@ -2,9 +2,11 @@
 #include "io/page_pool.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -145,6 +147,12 @@ void writeFileAtomically(const std::filesystem::path& path, const std::string& c
   syncDirectory(path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path());
 }
 
+void adviseHugePages(void* p, size_t bytes) {
+  // Whole huge pages only; an error (EINVAL without THP) leaves ordinary pages, which still work.
+  const size_t whole = bytes / kHugePageBytes * kHugePageBytes;
+  if (whole > 0) (void)::madvise(p, whole, MADV_HUGEPAGE);
+}
+
 AlignedBuffer::AlignedBuffer(size_t size, size_t alignment) : alignment_(alignment) { reserve(size); }
 
 void AlignedBuffer::reserve(size_t size) {
@@ -154,8 +162,10 @@ void AlignedBuffer::reserve(size_t size) {
     return;
   }
   const size_t rounded = static_cast<size_t>(alignUp(size, alignment_));
+  const bool huge = rounded >= kHugePageBytes;
   void* p = nullptr;
-  if (::posix_memalign(&p, alignment_, rounded) != 0) throw std::bad_alloc();
+  if (::posix_memalign(&p, huge ? std::max(alignment_, kHugePageBytes) : alignment_, rounded) != 0) throw std::bad_alloc();
+  if (huge) adviseHugePages(p, rounded);  // before the first write faults it in
   std::memset(p, 0, rounded);
   data_.reset(static_cast<uint8_t*>(p));
   size_ = rounded;

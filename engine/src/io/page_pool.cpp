@@ -9,10 +9,20 @@ namespace zipmoe::io {
 
 namespace {
 
+// Fresh anonymous memory, not yet faulted in. From kHugePageBytes up it starts on a 2 MiB boundary
+// and is advised for huge pages (see kHugePageBytes): mapped kHugePageBytes larger, the ends cut.
 uint8_t* mapFresh(size_t bytes) {
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  const size_t slack = bytes >= kHugePageBytes ? kHugePageBytes : 0;
+  void* p = ::mmap(nullptr, bytes + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  return static_cast<uint8_t*>(p);
+  auto* base = static_cast<uint8_t*>(p);
+  if (slack == 0) return base;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(base);
+  const size_t head = static_cast<size_t>(alignUp(at, kHugePageBytes) - at);
+  if (head > 0) ::munmap(base, head);
+  if (slack - head > 0) ::munmap(base + head + bytes, slack - head);
+  adviseHugePages(base + head, bytes);
+  return base + head;
 }
 
 }  // namespace

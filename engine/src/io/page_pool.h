@@ -10,6 +10,10 @@
 // one fresh address range with mremap(2) (the kernel moves page-table entries; nothing is copied or
 // faulted), the rest fresh pages.
 //
+// Fresh mappings from 2 MiB up start on a 2 MiB boundary and ask for huge pages (kHugePageBytes in
+// file_io.h): a read into them is fewer device requests. A run moved by mremap keeps its physical
+// pages, so what was a huge page stays contiguous in its new place.
+//
 // Contents of a buffer from the pool are unspecified (recycled pages): its writer fills it.
 // The pool's free pages are memory held: the runtime counts pooledBytes() in its held bytes and
 // trims the pool to what its budget leaves (trim). Buffers keep the pool alive (shared_ptr).

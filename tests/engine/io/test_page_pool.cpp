@@ -8,6 +8,10 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -33,6 +37,25 @@ AlignedBuffer filled(PagePool& pool, size_t bytes, uint8_t value) {
 }
 
 size_t countOf(const AlignedBuffer& b, uint8_t value) { return static_cast<size_t>(std::count(b.data(), b.data() + b.size(), value)); }
+
+// The VmFlags of the mapping holding p, from /proc/self/smaps ("hg": advised for huge pages).
+std::string vmFlagsAt(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2)  // a mapping's first line
+      inside = at >= begin && at < end;
+    if (inside && line.rfind("VmFlags:", 0) == 0) return line;
+  }
+  return {};
+}
+
+bool advisedHuge(const void* p) {
+  const std::string flags = vmFlagsAt(p);
+  return flags.find(" hg") != std::string::npos;
+}
 
 }  // namespace
 
@@ -100,6 +123,27 @@ class TestPagePool : public QObject {
     QCOMPARE(countOf(three, 0), 2 * kMiB);  // fresh anonymous pages read as zero
     QCOMPARE(pool->stats().reusedBytes, uint64_t{kMiB});
     QCOMPARE(pool->stats().freshBytes, uint64_t{kMiB + 2 * kMiB});
+  }
+
+  // Reads land in physically contiguous 2 MiB pages where the kernel has them (io::kHugePageBytes):
+  // buffers from 2 MiB up start on a 2 MiB boundary and are advised, whichever way they are made.
+  void largeBuffersAskForHugePages() {
+    if (!std::filesystem::exists("/sys/kernel/mm/transparent_hugepage"))
+      QSKIP("this kernel has no transparent huge pages");
+    constexpr uintptr_t kHuge = zipmoe::io::kHugePageBytes;
+    auto pool = PagePool::create();
+    const AlignedBuffer fresh = filled(*pool, 3 * kMiB - 100, 1);
+    QCOMPARE(reinterpret_cast<uintptr_t>(fresh.data()) % kHuge, uintptr_t{0});
+    QVERIFY2(advisedHuge(fresh.data()), vmFlagsAt(fresh.data()).c_str());
+    const PagePool::Run run = PagePool::faultIn(4 * kMiB);
+    QCOMPARE(reinterpret_cast<uintptr_t>(run.addr) % kHuge, uintptr_t{0});
+    QVERIFY2(advisedHuge(run.addr), vmFlagsAt(run.addr).c_str());
+    QCOMPARE(static_cast<size_t>(std::count(run.addr, run.addr + run.bytes, 0)), run.bytes);  // still zeros
+    PagePool::freeRun(run);
+    const AlignedBuffer plain(5 * kMiB);  // not from a pool
+    QCOMPARE(reinterpret_cast<uintptr_t>(plain.data()) % kHuge, uintptr_t{0});
+    QVERIFY2(advisedHuge(plain.data()), vmFlagsAt(plain.data()).c_str());
+    QCOMPARE(countOf(plain, 0), plain.size());
   }
 
   void noMoreThanMaxPiecesPerBuffer() {
