@@ -8,14 +8,14 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <string>
-#include <atomic>
-#include <condition_variable>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "io/page_pool.h"
