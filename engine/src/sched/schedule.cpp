@@ -270,7 +270,7 @@ Schedule buildSchedule(std::span<const TaskSpec> tasks, std::span<const double> 
     used[static_cast<size_t>(base)] = true;
     std::vector<int> block{base};
     BlockProbe probe = probeBlock(tasks, block, costs);
-    while (!computeDominant(probe, costs, eps)) {
+    while (block.size() < kMaxBlockTasks && !computeDominant(probe, costs, eps)) {
       int j = nextUnused(sigmaII, headII);  // U = (σ_II, σ_I): type II first
       if (j < 0) j = nextUnused(sigmaI, headI);
       if (j < 0) break;

@@ -13,10 +13,12 @@
 // compute lane is free. Experts whose tensors are all in the F pool have no tasks: they are passed
 // as `readyExperts` and compute first.
 // Thread-safety: pure functions. Cost: buildSchedule simulates a block once per tried insertion
-// position, O(b · K · L) each for a block of b tasks: O(T² · K · L) when blocks stay small, O(T³ · K · L)
-// worst case (one block of all T tasks; ~0.1 s for T = 200, K = L = 4). simulate is O(ops · (log ops + L)).
+// position, O(b · K · L) each for a block of b ≤ kMaxBlockTasks tasks: O(T · b² · K · L) in all (1.7 ms for
+// T = 126, K = 4, L = 2 here; without the cap, one block of all T tasks made it cubic in T: 25 ms, and
+// 86 ms for T = 192). simulate is O(ops · (log ops + L)).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -70,14 +72,21 @@ struct Schedule {
 // (simulated with the costs), else after the block's type-II tasks (type-I if it has none) whose
 // expert has p ≥ its p;
 // the block closes when it is compute-dominant: for l = 1..min(L, K), the l-th earliest worker
-// completion minus the I/O completion ≥ l · v. When no type-I task remains, the remaining type-II
-// tasks form the last block (in σ_II order).
+// completion minus the I/O completion ≥ l · v, or when it holds kMaxBlockTasks tasks (our addition,
+// below). When no type-I task remains, the remaining type-II tasks form the last block (in σ_II order).
 // Precisely: each block is simulated alone from time 0 (idle I/O thread and workers) with the same
 // work-conserving rules as `simulate`; its idle time is Σ over workers of the gaps before the worker's
 // last decompression in the block. A candidate is inserted at the earliest position 1..|B| (the base
 // stays first) whose block's idle time is not larger (within 1e-9 of the layer's total work); failing
 // that (Algorithm 1 lines 15-19) right after the block's last type-II task — type-I if the block has
 // none — whose expert has p ≥ the candidate's, or right after the base when no such task exists.
+// The cap: an I/O-bound layer (reads slower than decompression, as on this machine) never becomes
+// compute-dominant, so without a cap one block took every task, each insertion probed every position,
+// and a prefill layer of 42 experts spent 25–29 ms here building its schedule before its first read
+// (docs/RUNTIME.md, "Scheduling a large layer"). On such layers the capped blocks' simulated makespan
+// was the same or shorter. Layers of at most kMaxBlockTasks tasks (decoding at batch 1) are scheduled
+// exactly as before.
+inline constexpr size_t kMaxBlockTasks = 32;
 Schedule buildSchedule(std::span<const TaskSpec> tasks, std::span<const double> expertCompute, const Costs& costs,
                        std::span<const int> readyExperts = {});
 

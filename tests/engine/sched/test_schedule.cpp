@@ -421,6 +421,49 @@ class TestSchedule : public QObject {
           worst);
   }
 
+  void largeLayersAreScheduledInCappedBlocks() {
+    // A prefill-shaped layer: 42 experts × 3 tensors, mostly misses, reads far slower than decoding
+    // (this machine's costs): no block ever becomes compute-dominant, so without the cap one block
+    // would take all 126 tasks (and cost cubic time to build).
+    std::mt19937 rng(126);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    Workload prefill;
+    prefill.costs = Costs{1.786, 0.275, 0.068, 0.0, 4, 2};
+    prefill.p.resize(60);
+    for (int e = 0; e < 42; ++e) {
+      prefill.p[static_cast<size_t>(e)] = 2.0 + unit(rng);
+      const double r = unit(rng);
+      const TaskState st = r < 0.75 ? TaskState::Miss : r < 0.85 ? TaskState::E : r < 0.95 ? TaskState::S : TaskState::C;
+      for (int t = 0; t < 3; ++t) prefill.tasks.push_back(TaskSpec{e, t, st});
+    }
+    std::vector<Workload> layers{prefill};
+    while (layers.size() < 300) {
+      Workload w = randomWorkload(rng, layers.size() % 2 == 0, 80);
+      if (w.tasks.size() > kMaxBlockTasks) layers.push_back(std::move(w));
+    }
+    for (const Workload& w : layers) {
+      const Schedule s = algorithm1(w);
+      CHECK(checkStructure(w, s, true));
+      // Blocks built around a type-I base are capped; the last block of leftover type-II tasks
+      // (no probing, no SM reads) is not.
+      for (const auto& block : s.blocks)
+        QVERIFY(!block.empty() && (!isTypeI(w.tasks[static_cast<size_t>(block.front())].state) ||
+                                   block.size() <= kMaxBlockTasks));
+      const Simulation sim = run(w, s);
+      CHECK(checkSimulation(w, s, sim));
+      const double lb = lowerBoundOf(w);
+      QVERIFY(sim.makespan >= lb - 1e-9 * std::max(1.0, lb));
+      if (w.costs.recover == 0)
+        QVERIFY2(sim.makespan <= (3.0 - 1.0 / w.costs.workers) * lb + 1e-9,
+                 qPrintable(QString("%1 tasks: ALG %2 > (3 - 1/L) * LB %3").arg(w.tasks.size()).arg(sim.makespan).arg(lb)));
+    }
+    const Schedule s = algorithm1(prefill);
+    QCOMPARE(s.blocks.size(), (prefill.tasks.size() + kMaxBlockTasks - 1) / kMaxBlockTasks);
+    const double makespan = run(prefill, s).makespan, lb = lowerBoundOf(prefill);
+    qInfo("prefill-shaped layer of %zu tasks: %zu blocks, makespan %.2f, lower bound %.2f, FIFO %.2f", prefill.tasks.size(),
+          s.blocks.size(), makespan, lb, run(prefill, fifo(prefill)).makespan);
+  }
+
   void handComputedSingleTasks() {
     // Miss, K = 2, L = 2: reads E0 [0,1], E1 [1,2], SM [2,5]; decompress [1,3], [2,4]; recover [5,5.5];
     // compute [5.5,9.5]. Nothing can do better: the lower bound is the same.
