@@ -122,11 +122,13 @@ class Store {
   // REQUIRES: dst.size() >= chunk(key).paddedSize; for ReadMode::Direct, dst.data() is 4 KiB-aligned.
   size_t readChunk(const ChunkKey& key, std::span<uint8_t> dst, ReadMode mode) const;
 
-  // Reads a tensor's K E-chunks (and, with `withSm`, its SM-chunk) in one request: they are
-  // contiguous in experts.bin, so dst receives the file's layout (chunk s at the sum of the padded
-  // sizes before it; the SM-chunk after the last E-chunk). Checks every chunk's CRC-32C. Returns the
-  // bytes transferred. REQUIRES: dst.size() >= that size; 4 KiB-aligned dst for ReadMode::Direct.
-  uint64_t readTensorChunks(int layer, int expert, int kind, bool withSm, std::span<uint8_t> dst, ReadMode mode) const;
+  // Reads a tensor's K E-chunks into eDst (chunk s at the sum of the padded sizes before it) and, when
+  // smDst is not empty, its SM-chunk into smDst, in one request (preadv): they are contiguous in
+  // experts.bin. smDst may be anywhere, including right after the E-chunks in the same buffer. Checks
+  // every chunk's CRC-32C. Returns the bytes transferred. REQUIRES: eDst.size() >= Σ padded E-chunk
+  // sizes, smDst.size() >= the padded SM-chunk size (or empty); 4 KiB-aligned buffers for ReadMode::Direct.
+  uint64_t readTensorChunks(int layer, int expert, int kind, std::span<uint8_t> eDst, std::span<uint8_t> smDst,
+                            ReadMode mode) const;
 
   // Reads, decompresses and merges a whole expert tensor into BF16 words (numel of them).
   void readExpertTensor(int layer, int expert, int kind, uint16_t* dst, ReadMode mode) const;

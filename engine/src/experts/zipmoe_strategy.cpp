@@ -418,8 +418,8 @@ double ZipMoeStrategy::order(sched::LayerJob& job) const {
     }
   };
   if (options_.coalesceReads) {
-    // The first ReadE of a task reads all its E-chunks (with the SM-chunk when nothing is kept and
-    // it is a plain miss); its other ReadE ops, and the merged ReadSM, go.
+    // The first ReadE of a task reads all its E-chunks (with the SM-chunk when it is a miss, into the
+    // staging slot or the buffers its pool keeps); its other ReadE ops, and the merged ReadSM, go.
     std::vector<char> eDone(job.tasks.size(), 0);
     for (const sched::Op& op : schedule.io) {
       sched::JobTask& t = job.tasks[static_cast<size_t>(op.task)];
@@ -427,7 +427,7 @@ double ZipMoeStrategy::order(sched::LayerJob& job) const {
       x.task = op.task;
       if (op.kind == sched::OpKind::ReadE) {
         if (eDone[static_cast<size_t>(op.task)]++) continue;
-        t.wholeRead = t.state == sched::TaskState::Miss && !t.keepE && !t.keepSM;
+        t.wholeRead = t.state == sched::TaskState::Miss;
         x.kind = t.wholeRead ? sched::ExecKind::ReadTensor : sched::ExecKind::ReadE;
         x.shard = sched::kAllShards;
       } else if (op.kind == sched::OpKind::ReadSM) {

@@ -2,8 +2,10 @@
 #include "zipmoe/store.h"
 
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -109,10 +111,11 @@ size_t Store::readChunk(const ChunkKey& key, std::span<uint8_t> dst, ReadMode mo
   return static_cast<size_t>(c.size);
 }
 
-uint64_t Store::readTensorChunks(int layer, int expert, int kind, bool withSm, std::span<uint8_t> dst,
+uint64_t Store::readTensorChunks(int layer, int expert, int kind, std::span<uint8_t> eDst, std::span<uint8_t> smDst,
                                  ReadMode mode) const {
   const auto& e = manifest_.expert(layer, expert, kind);
   const std::string what = "chunks of '" + e.name + "' in " + (dir_ / "experts.bin").string();
+  const bool withSm = !smDst.empty();
   std::vector<const ChunkRef*> chunks;
   for (const auto& c : e.eChunks) chunks.push_back(&c);
   if (withSm) chunks.push_back(&e.smChunk);
@@ -122,37 +125,54 @@ uint64_t Store::readTensorChunks(int layer, int expert, int kind, bool withSm, s
       throw Error(what + ": the chunks are not contiguous (the manifest lays them out apart); read them one by one");
     total += c->paddedSize;
   }
-  if (dst.size() < total) throw Error(what + ": destination buffer too small");
+  const uint64_t eTotal = withSm ? total - e.smChunk.paddedSize : total;
+  if (eDst.size() < eTotal) throw Error(what + ": E destination buffer too small");
+  if (withSm && smDst.size() < e.smChunk.paddedSize) throw Error(what + ": SM destination buffer too small");
   int fd = expertsFd_;
   if (mode == ReadMode::Direct) {
-    if (reinterpret_cast<uintptr_t>(dst.data()) % kChunkAlignment != 0)
-      throw Error(what + ": O_DIRECT read needs a 4 KiB-aligned buffer");
+    if (reinterpret_cast<uintptr_t>(eDst.data()) % kChunkAlignment != 0 ||
+        (withSm && reinterpret_cast<uintptr_t>(smDst.data()) % kChunkAlignment != 0))
+      throw Error(what + ": O_DIRECT read needs 4 KiB-aligned buffers");
     if (expertsDirectFd_ < 0)
       throw Error(systemErrorMessage(what + ": cannot open with O_DIRECT (use buffered reads)", directOpenError_));
     fd = expertsDirectFd_;
   }
-  // Buffered reads stop at the last chunk's stored bytes (the file may end there).
-  const uint64_t want = mode == ReadMode::Direct ? total : total - chunks.back()->paddedSize + chunks.back()->size;
+  // One request into one or two buffers. Buffered reads stop at the last chunk's stored bytes (the
+  // file may end there).
+  const uint64_t shortBy = mode == ReadMode::Direct ? 0 : chunks.back()->paddedSize - chunks.back()->size;
+  iovec iov[2] = {{eDst.data(), static_cast<size_t>(eTotal)}, {smDst.data(), static_cast<size_t>(withSm ? e.smChunk.paddedSize : 0)}};
+  const int parts = withSm ? 2 : 1;
+  iov[parts - 1].iov_len -= static_cast<size_t>(shortBy);
+  const uint64_t want = total - shortBy;
   uint64_t done = 0;
+  int first = 0;
   while (done < want) {
-    const ssize_t r = ::pread(fd, dst.data() + done, static_cast<size_t>(want - done),
-                              static_cast<off_t>(chunks.front()->offset + done));
+    const ssize_t r = ::preadv(fd, iov + first, parts - first, static_cast<off_t>(chunks.front()->offset + done));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) throw Error(systemErrorMessage(what + ": read at offset " + std::to_string(chunks.front()->offset) + " failed", errno));
     if (r == 0) throw Error(what + ": file ends before the chunks (truncated store)");
     done += static_cast<uint64_t>(r);
+    for (size_t left = static_cast<size_t>(r); left > 0 && first < parts;) {  // a short read: go on from where it stopped
+      const size_t take = std::min(left, iov[first].iov_len);
+      iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + take;
+      iov[first].iov_len -= take;
+      left -= take;
+      if (iov[first].iov_len == 0) ++first;
+    }
   }
   uint64_t pos = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const ChunkRef& c = *chunks[i];
-    const uint32_t crc = detail::crc32c(dst.data() + pos, static_cast<size_t>(c.size));
+    const bool sm = i == e.eChunks.size();
+    const uint8_t* data = sm ? smDst.data() : eDst.data() + pos;
+    const uint32_t crc = detail::crc32c(data, static_cast<size_t>(c.size));
     if (crc != c.crc32c)
-      throw Error((i < e.eChunks.size() ? "E-chunk " + std::to_string(i) + " of '" : std::string("SM-chunk of '")) + e.name +
-                  "' in " + (dir_ / "experts.bin").string() + ": checksum mismatch at offset " + std::to_string(c.offset) +
+      throw Error((sm ? std::string("SM-chunk of '") : "E-chunk " + std::to_string(i) + " of '") + e.name + "' in " +
+                  (dir_ / "experts.bin").string() + ": checksum mismatch at offset " + std::to_string(c.offset) +
                   " (CRC-32C " + std::to_string(crc) + ", manifest " + std::to_string(c.crc32c) + "): the store is corrupted");
     pos += c.paddedSize;
   }
-  return mode == ReadMode::Direct ? total : want;
+  return want;
 }
 
 void Store::readExpertTensor(int layer, int expert, int kind, uint16_t* dst, ReadMode mode) const {

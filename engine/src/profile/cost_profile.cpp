@@ -112,7 +112,11 @@ CostProfile measureCostProfile(const Store& store, ReadMode mode, int samples) {
       const int flat = static_cast<int>((static_cast<int64_t>(i) * 6007 + total / 3) % total);
       const int kind = flat % kinds, expert = (flat / kinds) % experts, layer = flat / kinds / experts;
       const auto t = Clock::now();
-      store.readTensorChunks(layer, expert, kind, true, {whole.data(), whole.size()}, mode);
+      const auto& entry = m.expert(layer, expert, kind);
+      uint64_t eBytes = 0;
+      for (const auto& c2 : entry.eChunks) eBytes += c2.paddedSize;
+      store.readTensorChunks(layer, expert, kind, {whole.data(), static_cast<size_t>(eBytes)},
+                             {whole.data() + eBytes, static_cast<size_t>(entry.smChunk.paddedSize)}, mode);
       t2 += since(t);
     }
     p.tensorRead = t2 / nT;

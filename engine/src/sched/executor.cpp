@@ -202,7 +202,7 @@ void Executor::admit() {
         const auto kind = static_cast<size_t>(t.kind);
         if (!t.eResident && !t.keepE) t.eBuf = base + staging_.eOffset[kind];
         if (!t.smResident && !t.keepSM) t.smBuf = base + staging_.smOffset[kind];
-        if (t.wholeRead) t.smBuf = t.eBuf + t.eBytes;  // the file's layout: SM right after the E-chunks
+        if (t.wholeRead && !t.keepE && !t.keepSM) t.smBuf = t.eBuf + t.eBytes;  // the file's layout: one range
         t.plane = base + staging_.planeOffset[kind];
       }
     }
@@ -380,7 +380,7 @@ void Executor::executePrefetch(PrefetchRead read, bool outsideJob) {
     if (read.sm)
       store_->readChunk(ChunkKey{read.layer, read.expert, read.kind, kSmShard}, {read.dst->data(), static_cast<size_t>(read.bytes)}, mode_);
     else
-      store_->readTensorChunks(read.layer, read.expert, read.kind, false, {read.dst->data(), static_cast<size_t>(read.bytes)}, mode_);
+      store_->readTensorChunks(read.layer, read.expert, read.kind, {read.dst->data(), static_cast<size_t>(read.bytes)}, {}, mode_);
   } catch (const std::exception&) {
     ok = false;  // the layer reads it itself when it comes
   }
@@ -476,7 +476,7 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
       }
       uint64_t bytes = 0;
       if (op.shard == kAllShards) {
-        bytes = store_->readTensorChunks(t.key.layer, t.key.expert, t.kind, false, {t.eBuf, static_cast<size_t>(t.eBytes)}, mode_);
+        bytes = store_->readTensorChunks(t.key.layer, t.key.expert, t.kind, {t.eBuf, static_cast<size_t>(t.eBytes)}, {}, mode_);
       } else {
         const ChunkRef& c = t.entry->eChunks[static_cast<size_t>(op.shard)];
         ChunkKey key = t.key;
@@ -509,8 +509,18 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
       break;
     }
     case ExecKind::ReadTensor: {
-      const uint64_t total = t.eBytes + t.entry->smChunk.paddedSize;
-      const uint64_t bytes = store_->readTensorChunks(t.key.layer, t.key.expert, t.kind, true, {t.eBuf, static_cast<size_t>(total)}, mode_);
+      // Kept parts go straight into their buffers (one preadv), the rest into the staging slot.
+      const uint64_t smBytes = t.entry->smChunk.paddedSize, total = t.eBytes + smBytes;
+      if (t.keepE) {
+        if (t.keepE->size() < t.eBytes) *t.keepE = keptBuffer(t.eBytes);
+        t.eBuf = t.keepE->data();
+      }
+      if (t.keepSM) {
+        if (t.keepSM->size() < smBytes) *t.keepSM = keptBuffer(smBytes);
+        t.smBuf = t.keepSM->data();
+      }
+      const uint64_t bytes = store_->readTensorChunks(t.key.layer, t.key.expert, t.kind, {t.eBuf, static_cast<size_t>(t.eBytes)},
+                                                      {t.smBuf, static_cast<size_t>(smBytes)}, mode_);
       const auto b = Clock::now();
       // Attribute the time to E and SM by their share of the bytes (for the lower bound).
       const double share = static_cast<double>(t.eBytes) / static_cast<double>(total);

@@ -39,7 +39,8 @@ namespace zipmoe::sched {
 using Clock = std::chrono::steady_clock;
 
 // ReadE with shard kAllShards reads all K E-chunks of the task in one request; ReadTensor reads the
-// E-chunks and the SM-chunk in one (they are contiguous in the store; smBuf = eBuf + eBytes).
+// E-chunks and the SM-chunk in one (they are contiguous in the store): into the staging slot's one
+// range (smBuf = eBuf + eBytes), or, for parts a pool keeps, into their kept buffers (preadv).
 enum class ExecKind : uint8_t { ReadE, ReadSM, ReadTensor, ReadFull, Decompress, Recover };
 inline constexpr int kAllShards = -2;
 
@@ -53,7 +54,7 @@ struct JobTask {
   bool split = false;     // handed to the model as its planes (plane + smBuf), no recovery: done when
                           // decompressed and its SM-chunk is in; the expert keeps its staging slot
                           // until the model has computed it
-  bool wholeRead = false; // one ReadTensor (E-chunks + SM-chunk) into the staging slot
+  bool wholeRead = false; // one ReadTensor (E-chunks + SM-chunk): a miss
   ChunkKey key;           // layer, expert, kind (shard unused)
   const ExpertTensorEntry* entry = nullptr;
   std::vector<uint64_t> eOffsets;  // start of shard s in the E buffer (padded sizes)

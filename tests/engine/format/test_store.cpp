@@ -3,6 +3,9 @@
 // are aligned and checksummed, and that an interrupted conversion never leaves a store that opens.
 #include <QtTest>
 
+#include <cstring>
+#include <tuple>
+
 #include <nlohmann/json.hpp>
 
 #include "io/file_io.h"
@@ -139,6 +142,67 @@ class TestStore : public QObject {
     ZIPMOE_EXPECT_ERROR(store->chunk({m.numLayers(), 0, 0, 0}), "no chunk (layer");
     ZIPMOE_EXPECT_ERROR(store->chunk({0, 0, 0, m.shards}), "no chunk");
     ZIPMOE_EXPECT_ERROR(store->readChunk({0, 0, 0, 0}, {buf.data() + 1, 100000}, ReadMode::Direct), "4 KiB-aligned");
+  }
+
+  void tensorChunksReadInOneRequestIntoOneOrTwoBuffers() {
+    // readTensorChunks gives the same bytes as chunk-by-chunk reads: E-chunks alone, E and SM in one
+    // range, and E and SM into two separate buffers (a pool that keeps the parts), both read modes.
+    TempDir tmp;
+    const auto hf = makeModel(tmp / "hf", ModelFamily::Mixtral);
+    ConvertOptions options;
+    options.shards = 3;
+    convertCheckpoint(hf, tmp / "store", options);
+    const auto store = Store::open(tmp / "store");
+    const Manifest& m = store->manifest();
+    for (const ReadMode mode : {ReadMode::Direct, ReadMode::Buffered})
+      for (const auto& [layer, expert, kind] : {std::tuple{0, 0, 0}, std::tuple{m.numLayers() - 1, m.numExperts - 1, m.numKinds() - 1}}) {
+        const ExpertTensorEntry& e = m.expert(layer, expert, kind);
+        QCOMPARE(static_cast<int>(e.eChunks.size()), 3);
+        uint64_t eBytes = 0;
+        for (const ChunkRef& c : e.eChunks) eBytes += c.paddedSize;
+        const uint64_t smBytes = e.smChunk.paddedSize;
+        // The reference: each chunk on its own.
+        io::AlignedBuffer ref(static_cast<size_t>(eBytes + smBytes));
+        uint64_t at = 0;
+        for (int s = 0; s < 3; ++s) {
+          store->readChunk({layer, expert, kind, s}, {ref.data() + at, static_cast<size_t>(e.eChunks[static_cast<size_t>(s)].paddedSize)}, mode);
+          at += e.eChunks[static_cast<size_t>(s)].paddedSize;
+        }
+        store->readChunk({layer, expert, kind, kSmShard}, {ref.data() + eBytes, static_cast<size_t>(smBytes)}, mode);
+        const auto same = [&](const uint8_t* got, uint64_t from, const ChunkRef& c) {
+          return std::memcmp(got, ref.data() + from, static_cast<size_t>(c.size)) == 0;
+        };
+        const auto sameE = [&](const uint8_t* got) {
+          uint64_t pos = 0;
+          for (const ChunkRef& c : e.eChunks) {
+            if (!same(got + pos, pos, c)) return false;
+            pos += c.paddedSize;
+          }
+          return true;
+        };
+        io::AlignedBuffer eOnly(static_cast<size_t>(eBytes));
+        store->readTensorChunks(layer, expert, kind, {eOnly.data(), eOnly.size()}, {}, mode);
+        QVERIFY(sameE(eOnly.data()));
+        io::AlignedBuffer whole(static_cast<size_t>(eBytes + smBytes));
+        const uint64_t n = store->readTensorChunks(layer, expert, kind, {whole.data(), static_cast<size_t>(eBytes)},
+                                                   {whole.data() + eBytes, static_cast<size_t>(smBytes)}, mode);
+        QCOMPARE(n, mode == ReadMode::Direct ? eBytes + smBytes : eBytes + e.smChunk.size);
+        QVERIFY(sameE(whole.data()) && same(whole.data() + eBytes, eBytes, e.smChunk));
+        io::AlignedBuffer eApart(static_cast<size_t>(eBytes)), smApart(static_cast<size_t>(smBytes));
+        std::memset(eApart.data(), 0xa5, eApart.size());
+        std::memset(smApart.data(), 0x5a, smApart.size());
+        QCOMPARE(store->readTensorChunks(layer, expert, kind, {eApart.data(), eApart.size()}, {smApart.data(), smApart.size()}, mode), n);
+        QVERIFY(sameE(eApart.data()) && same(smApart.data(), eBytes, e.smChunk));
+      }
+    const ExpertTensorEntry& e = m.expert(0, 0, 0);
+    io::AlignedBuffer buf(1 << 20);
+    ZIPMOE_EXPECT_ERROR(store->readTensorChunks(0, 0, 0, {buf.data(), 4096}, {}, ReadMode::Direct), e.name.c_str(),
+                        "E destination buffer too small");
+    ZIPMOE_EXPECT_ERROR(store->readTensorChunks(0, 0, 0, {buf.data(), buf.size() / 2}, {buf.data() + buf.size() / 2, 16}, ReadMode::Direct),
+                        "SM destination buffer too small");
+    ZIPMOE_EXPECT_ERROR(store->readTensorChunks(0, 0, 0, {buf.data(), buf.size() / 2}, {buf.data() + buf.size() / 2 + 512, 256 * 1024},
+                                                ReadMode::Direct),
+                        "4 KiB-aligned");
   }
 
   void interruptedConversionLeavesNoStore() {
