@@ -75,6 +75,13 @@ class MoeBlock : public FeedForward {
     size_t received = 0;
     const auto batch = experts_.acquire(moeLayer_, requests);
     if (predictor_) predictor_->afterAcquire(moeLayer_, x, routing.experts);
+    // The shared expert needs no routed one: computed now, it overlaps the runtime's reads of the
+    // routed experts. After them (as before) it ran with the I/O thread idle. Same value either way.
+    std::optional<at::Tensor> shared;
+    if (shared_) {
+      shared = (*shared_)(x);
+      if (sharedGate_) shared = at::sigmoid(project(x, *sharedGate_)) * *shared;
+    }
     while (auto ready = batch->next()) {
       const int e = ready->expert;
       if (e < 0 || e >= c_.numExperts || slots[static_cast<size_t>(e)].empty() || done[static_cast<size_t>(e)])
@@ -103,11 +110,7 @@ class MoeBlock : public FeedForward {
     const at::Tensor perToken = contributions.view({n, k, hidden});
     at::Tensor result = perToken.select(1, 0).clone();
     for (int64_t j = 1; j < k; ++j) result = result + perToken.select(1, j);
-    if (shared_) {
-      at::Tensor s = (*shared_)(x);
-      if (sharedGate_) s = at::sigmoid(project(x, *sharedGate_)) * s;
-      result = result + s;
-    }
+    if (shared) result = result + *shared;
     return result;
   }
 
