@@ -13,9 +13,9 @@
 // compute lane is free. Experts whose tensors are all in the F pool have no tasks: they are passed
 // as `readyExperts` and compute first.
 // Thread-safety: pure functions. Cost: buildSchedule simulates a block once per tried insertion
-// position, O(b · K · L) each for a block of b ≤ kMaxBlockTasks tasks: O(T · b² · K · L) in all (1.7 ms for
-// T = 126, K = 4, L = 2 here; without the cap, one block of all T tasks made it cubic in T: 25 ms, and
-// 86 ms for T = 192). simulate is O(ops · (log ops + L)).
+// position, O(b · K · L) each for a block of b ≤ kMaxBlockTasks tasks: O(T · b² · K · L) in all
+// (test_schedule prints the time for a prefill-shaped layer of 126 tasks). simulate is
+// O(ops · (log ops + L)).
 #pragma once
 
 #include <cstddef>
@@ -81,11 +81,11 @@ struct Schedule {
 // that (Algorithm 1 lines 15-19) right after the block's last type-II task — type-I if the block has
 // none — whose expert has p ≥ the candidate's, or right after the base when no such task exists.
 // The cap: an I/O-bound layer (reads slower than decompression, as on this machine) never becomes
-// compute-dominant, so without a cap one block took every task, each insertion probed every position,
-// and a prefill layer of 42 experts spent 25–29 ms here building its schedule before its first read
-// (docs/RUNTIME.md, "Scheduling a large layer"). On such layers the capped blocks' simulated makespan
-// was the same or shorter. Layers of at most kMaxBlockTasks tasks (decoding at batch 1) are scheduled
-// exactly as before.
+// compute-dominant, so without a cap one block took every task, each insertion probed every position
+// (cubic in T), and a prefill layer of 42 experts waited 22–31 ms for its schedule before its first
+// read (docs/RUNTIME.md, "A prefill layer that starts reading at once"). On such layers the capped
+// blocks' simulated makespan was the same or shorter. Layers of at most kMaxBlockTasks tasks (decoding
+// at batch 1) are scheduled exactly as before.
 inline constexpr size_t kMaxBlockTasks = 32;
 Schedule buildSchedule(std::span<const TaskSpec> tasks, std::span<const double> expertCompute, const Costs& costs,
                        std::span<const int> readyExperts = {});
