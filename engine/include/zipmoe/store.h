@@ -51,6 +51,13 @@ struct ExpertTensorEntry {
   uint64_t numel = 0;
   std::vector<ChunkRef> eChunks;  // K shards, in order
   ChunkRef smChunk;
+
+  // Σ padded E-chunk sizes: the E-chunks' span in experts.bin, and the buffer that holds them.
+  uint64_t paddedEBytes() const {
+    uint64_t sum = 0;
+    for (const ChunkRef& c : eChunks) sum += c.paddedSize;
+    return sum;
+  }
 };
 
 struct DenseTensorEntry {

@@ -45,9 +45,7 @@ uint64_t ExpertSizes::numel(int kind) const {
 }
 
 uint64_t ExpertSizes::eBytes(int layer, int expert, int kind) const {
-  uint64_t sum = 0;
-  for (const ChunkRef& c : store_.manifest().expert(layer, expert, kind).eChunks) sum += c.paddedSize;
-  return sum;
+  return store_.manifest().expert(layer, expert, kind).paddedEBytes();
 }
 
 uint64_t ExpertSizes::smBytes(int layer, int expert, int kind) const {

@@ -101,9 +101,7 @@ CostProfile measureCostProfile(const Store& store, ReadMode mode, int samples) {
   {
     uint64_t maxTensor = 0;
     for (const auto& e : m.experts) {
-      uint64_t b = e.smChunk.paddedSize;
-      for (const auto& c2 : e.eChunks) b += c2.paddedSize;
-      maxTensor = std::max(maxTensor, b);
+      maxTensor = std::max(maxTensor, e.paddedEBytes() + e.smChunk.paddedSize);
     }
     io::AlignedBuffer whole(static_cast<size_t>(maxTensor));
     double t2 = 0;
@@ -113,8 +111,7 @@ CostProfile measureCostProfile(const Store& store, ReadMode mode, int samples) {
       const int kind = flat % kinds, expert = (flat / kinds) % experts, layer = flat / kinds / experts;
       const auto t = Clock::now();
       const auto& entry = m.expert(layer, expert, kind);
-      uint64_t eBytes = 0;
-      for (const auto& c2 : entry.eChunks) eBytes += c2.paddedSize;
+      const uint64_t eBytes = entry.paddedEBytes();
       store.readTensorChunks(layer, expert, kind, {whole.data(), static_cast<size_t>(eBytes)},
                              {whole.data() + eBytes, static_cast<size_t>(entry.smChunk.paddedSize)}, mode);
       t2 += since(t);

@@ -463,6 +463,11 @@ io::AlignedBuffer Executor::keptBuffer(uint64_t bytes) const {
   return pages_ ? pages_->allocate(static_cast<size_t>(bytes)) : io::AlignedBuffer(static_cast<size_t>(bytes));
 }
 
+uint8_t* Executor::keptData(io::AlignedBuffer& keep, uint64_t bytes) const {
+  if (keep.size() < bytes) keep = keptBuffer(bytes);
+  return keep.data();
+}
+
 void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
   LayerJob* job = &jobRef;
   JobTask& t = job->tasks[static_cast<size_t>(op.task)];
@@ -470,10 +475,9 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
   const auto a = Clock::now();
   switch (op.kind) {
     case ExecKind::ReadE: {
-      if (t.keepE && t.keepE->size() < t.eBytes) {  // first shard: the workers read eBuf only after it
-        *t.keepE = keptBuffer(t.eBytes);
-        t.eBuf = t.keepE->data();
-      }
+      // First shard only (a recycled buffer's eBuf is set at admission): the workers read eBuf
+      // after it, while later shards are still being read.
+      if (t.keepE && t.keepE->size() < t.eBytes) t.eBuf = keptData(*t.keepE, t.eBytes);
       uint64_t bytes = 0;
       if (op.shard == kAllShards) {
         bytes = store_->readTensorChunks(t.key.layer, t.key.expert, t.kind, {t.eBuf, static_cast<size_t>(t.eBytes)}, {}, mode_);
@@ -492,11 +496,7 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
       break;
     }
     case ExecKind::ReadSM: {
-      if (t.keepSM) {
-        if (t.keepSM->size() < t.entry->smChunk.paddedSize)
-          *t.keepSM = keptBuffer(t.entry->smChunk.paddedSize);
-        t.smBuf = t.keepSM->data();
-      }
+      if (t.keepSM) t.smBuf = keptData(*t.keepSM, t.entry->smChunk.paddedSize);
       ChunkKey key = t.key;
       key.shard = kSmShard;
       store_->readChunk(key, {t.smBuf, static_cast<size_t>(t.entry->smChunk.paddedSize)}, mode_);
@@ -511,14 +511,8 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
     case ExecKind::ReadTensor: {
       // Kept parts go straight into their buffers (one preadv), the rest into the staging slot.
       const uint64_t smBytes = t.entry->smChunk.paddedSize, total = t.eBytes + smBytes;
-      if (t.keepE) {
-        if (t.keepE->size() < t.eBytes) *t.keepE = keptBuffer(t.eBytes);
-        t.eBuf = t.keepE->data();
-      }
-      if (t.keepSM) {
-        if (t.keepSM->size() < smBytes) *t.keepSM = keptBuffer(smBytes);
-        t.smBuf = t.keepSM->data();
-      }
+      if (t.keepE) t.eBuf = keptData(*t.keepE, t.eBytes);
+      if (t.keepSM) t.smBuf = keptData(*t.keepSM, smBytes);
       const uint64_t bytes = store_->readTensorChunks(t.key.layer, t.key.expert, t.kind, {t.eBuf, static_cast<size_t>(t.eBytes)},
                                                       {t.smBuf, static_cast<size_t>(smBytes)}, mode_);
       const auto b = Clock::now();

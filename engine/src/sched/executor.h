@@ -209,6 +209,8 @@ class Executor {
   void admit();
   void execute(LayerJob& job, int index, ExecOp& op);
   io::AlignedBuffer keptBuffer(uint64_t bytes) const;
+  // `keep` grown to hold `bytes` (a fresh kept buffer when it is smaller); its data.
+  uint8_t* keptData(io::AlignedBuffer& keep, uint64_t bytes) const;
   void finishTask(JobTask& task);
   void finishIfSplit(JobTask& task);  // a split task is done once decompressed with its SM-chunk in
   void traceOp(TraceOp op, int lane, int token, const JobTask& t, int shard, uint64_t bytes, Clock::time_point a,

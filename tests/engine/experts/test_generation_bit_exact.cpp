@@ -203,7 +203,12 @@ class TestGenerationBitExact : public QObject {
       // Which pools the other cases' plans use depends on the costs measured as they run (a loaded or
       // sanitized machine may plan no C at all); the C-only case does not.
       if (c.computesInPlace && bf16 && m.opened->manifest().codec.id == CodecId::Nibble)
-        QVERIFY2(st.inPlaceTensors > 0, qPrintable(QString("C only: no C hit was computed from its nibble codes in place (C hits %1, misses %2, activations %3)").arg(st.hits[1]).arg(st.misses).arg(st.activations) + QString(" C capacity %1 used %2 budget %3 working set %4").arg(st.pools[1].capacityBytes).arg(st.pools[1].usedBytes).arg(st.budgetBytes).arg(st.workingSetBytes)));
+        QVERIFY2(st.inPlaceTensors > 0,
+                 qPrintable(QString("C only: no C hit was computed from its nibble codes in place (C hits %1, misses %2, "
+                                    "activations %3, C capacity %4 used %5, budget %6, working set %7)")
+                                .arg(st.hits[1]).arg(st.misses).arg(st.activations)
+                                .arg(st.pools[1].capacityBytes).arg(st.pools[1].usedBytes)
+                                .arg(st.budgetBytes).arg(st.workingSetBytes)));
       if (c.prefetch.predictor != PrefetchPredictor::Off) {
         QVERIFY(st.prefetchHintedExperts > 0);
         const PrefetchAccuracy a = model->prefetchAccuracy();
@@ -213,7 +218,6 @@ class TestGenerationBitExact : public QObject {
     }
     // Decoding in BF16 computes from the planes: the fused path was taken (and matched above).
     if (bf16) QVERIFY2(split > 0, "no tensor was computed from its split planes");
-
   }
 
  private Q_SLOTS:

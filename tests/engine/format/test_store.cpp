@@ -158,8 +158,7 @@ class TestStore : public QObject {
       for (const auto& [layer, expert, kind] : {std::tuple{0, 0, 0}, std::tuple{m.numLayers() - 1, m.numExperts - 1, m.numKinds() - 1}}) {
         const ExpertTensorEntry& e = m.expert(layer, expert, kind);
         QCOMPARE(static_cast<int>(e.eChunks.size()), 3);
-        uint64_t eBytes = 0;
-        for (const ChunkRef& c : e.eChunks) eBytes += c.paddedSize;
+        const uint64_t eBytes = e.paddedEBytes();
         const uint64_t smBytes = e.smChunk.paddedSize;
         // The reference: each chunk on its own.
         io::AlignedBuffer ref(static_cast<size_t>(eBytes + smBytes));

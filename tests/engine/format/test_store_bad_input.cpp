@@ -146,9 +146,7 @@ class TestStoreBadInput : public QObject {
     ZIPMOE_EXPECT_ERROR(store->readChunk({0, 1, 2, kSmShard}, {buf.data(), buf.size()}, ReadMode::Direct), "SM-chunk",
                         "checksum mismatch");
     // The same corruption through one request into separate E and SM buffers (a kept miss).
-    uint64_t eBytes = 0;
-    for (const ChunkRef& c : e.eChunks) eBytes += c.paddedSize;
-    io::AlignedBuffer eBuf(eBytes);
+    io::AlignedBuffer eBuf(e.paddedEBytes());
     flipByte(tmp / "store" / "experts.bin", e.eChunks[0].offset + 5);  // the E-chunk back as it was
     ZIPMOE_EXPECT_ERROR(store->readTensorChunks(0, 1, 2, {eBuf.data(), eBuf.size()}, {buf.data(), buf.size()}, ReadMode::Direct),
                         "SM-chunk of", e.name.c_str(), "checksum mismatch");
