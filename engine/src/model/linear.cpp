@@ -72,6 +72,10 @@ uint64_t takeWeightBytesRead() {
   return bytes;
 }
 
+void countWeightRead(const at::Tensor& weight) {
+  weightBytesRead += static_cast<uint64_t>(weight.numel()) * static_cast<uint64_t>(weight.element_size());
+}
+
 MatmulScope::MatmulScope(MatmulKernel kernel) : previous_(currentKernel) { currentKernel = kernel; }
 MatmulScope::~MatmulScope() { currentKernel = previous_; }
 
@@ -119,6 +123,39 @@ at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const std::opt
   return gemvProject(x, weight.size(0), cols, *level, bias,
                      [&](kernels::GemvLevel l, size_t r0, size_t r1, const uint16_t* xs, size_t batch, float* ys,
                          size_t ldy) { kernels::gemvBf16(l, w, static_cast<size_t>(cols), r0, r1, xs, batch, ys, ldy); });
+}
+
+at::Tensor projectPerHead(const at::Tensor& x, const at::Tensor& weight) {
+  if (x.dim() != 3 || weight.dim() != 3 || x.size(0) != weight.size(0) || x.size(2) != weight.size(2)) {
+    const auto shape = [](const at::Tensor& t) {
+      std::string s = "[";
+      for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
+      return s + "]";
+    };
+    throw Error("projectPerHead: x " + shape(x) + " and W " + shape(weight) +
+                " are not [heads, n, cols] and [heads, rows, cols]");
+  }
+  countWeightRead(weight);
+  const std::optional<kernels::GemvLevel> level = gemvLevel(currentKernel);
+  const int64_t heads = weight.size(0), rows = weight.size(1), cols = weight.size(2), n = x.size(1);
+  if (!level || x.scalar_type() != at::kBFloat16 || weight.scalar_type() != at::kBFloat16 || !weight.is_contiguous() ||
+      cols <= 0 || n > kMaxGemvRows)
+    return at::matmul(x, weight.transpose(1, 2));
+  const at::Tensor xc = x.contiguous();
+  at::Tensor y = at::empty({heads, n, rows}, at::kFloat);
+  const auto* xs = reinterpret_cast<const uint16_t*>(xc.data_ptr<at::BFloat16>());
+  const auto* w = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
+  float* ys = y.data_ptr<float>();
+  // Items of about 32 KiB of weights, as gemvProject cuts them, never across two heads.
+  const int64_t itemRows = std::min(rows, std::max<int64_t>(4, (int64_t{32} << 10) / (cols * 2) / 4 * 4));
+  const int64_t perHead = (rows + itemRows - 1) / itemRows;
+  kernels::ComputePool::instance().run(heads * perHead, [&](int64_t item) {
+    const int64_t h = item / perHead, r0 = item % perHead * itemRows, r1 = std::min(r0 + itemRows, rows);
+    kernels::gemvBf16(*level, w + h * rows * cols, static_cast<size_t>(cols), static_cast<size_t>(r0),
+                      static_cast<size_t>(r1), xs + h * n * cols, static_cast<size_t>(n), ys + h * n * rows,
+                      static_cast<size_t>(rows));
+  });
+  return y.to(at::kBFloat16);
 }
 
 namespace {

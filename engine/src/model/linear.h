@@ -24,6 +24,11 @@ constexpr int64_t kMaxGemvRows = 8;
 
 at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias = {});
 
+// A batch of independent projections, one per head: x [H, n, cols], W [H, rows, cols] (contiguous)
+// → [H, n, rows] with y[h] = x[h] · W[h]ᵀ. On the GEMV kernels (BF16, n ≤ kMaxGemvRows) every head's
+// rows are items of one pool run, each rounded to BF16 once as project() rounds; otherwise at::matmul.
+at::Tensor projectPerHead(const at::Tensor& x, const at::Tensor& weight);
+
 // Whether project() runs `rows` rows of BF16 x on the project's GEMV on this thread now (and so
 // whether projectSplit can: the same kernel, the same threads).
 bool gemvProjects(int64_t rows);
@@ -63,6 +68,8 @@ class IntraOpThreadsScope {
 
 // The weight bytes project() has read on this thread since the last call (and resets the count).
 uint64_t takeWeightBytesRead();
+// Counts a weight a product outside project() reads (once), so that the count stays every weight read.
+void countWeightRead(const at::Tensor& weight);
 
 // Sets the calling thread's matmul kernel until destroyed (scopes nest).
 class MatmulScope {

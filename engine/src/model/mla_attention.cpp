@@ -2,6 +2,7 @@
 #include "model/mla_attention.h"
 
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "model/linear.h"
@@ -32,7 +33,14 @@ class MlaAttention : public AttentionLayer {
     kvA_ = w.load(p + "kv_a_proj_with_mqa.weight", {rank + ropeDim, hidden}, dtype);
     if (c.attentionBias) kvAb_ = w.load(p + "kv_a_proj_with_mqa.bias", {rank + ropeDim}, dtype);
     kvANorm_ = w.load(p + "kv_a_layernorm.weight", {rank}, dtype);
-    kvB_ = w.load(p + "kv_b_proj.weight", {heads * (c.qkNopeHeadDim + c.vHeadDim), rank}, dtype);
+    // kv_b_proj's rows are head-major, each head's nope-key rows then its value rows. They are kept
+    // per head in the layouts the absorbed form multiplies as x · Wᵀ: the key blocks transposed
+    // ([heads, rank, nope]: q_nope → latent space), the value blocks as they are ([heads, v, rank]:
+    // latent space → v). The expanded form multiplies the latents by the same blocks.
+    const at::Tensor kvB = w.load(p + "kv_b_proj.weight", {heads * (c.qkNopeHeadDim + c.vHeadDim), rank}, dtype)
+                               .view({heads, c.qkNopeHeadDim + c.vHeadDim, rank});
+    kBT_ = kvB.narrow(1, 0, c.qkNopeHeadDim).transpose(1, 2).contiguous();
+    vB_ = kvB.narrow(1, c.qkNopeHeadDim, c.vHeadDim).contiguous();
     o_ = w.load(p + "o_proj.weight", {hidden, heads * c.vHeadDim}, dtype);
     if (c.attentionBias) ob_ = w.load(p + "o_proj.bias", {hidden}, dtype);
     scale_ = 1.0 / std::sqrt(static_cast<double>(qHead));
@@ -45,7 +53,7 @@ class MlaAttention : public AttentionLayer {
   at::Tensor forward(const at::Tensor& x, const at::Tensor& positions,
                      const std::vector<AttentionSegment>& segments) const override {
     const int64_t n = x.size(0), heads = c_.numHeads, nope = c_.qkNopeHeadDim, ropeDim = c_.qkRopeHeadDim;
-    const int64_t rank = c_.kvLoraRank, vDim = c_.vHeadDim;
+    const int64_t rank = c_.kvLoraRank;
     at::Tensor q = qA_.defined() ? project(rmsNorm(project(x, qA_, qAb_), qANorm_, kLatentNormEps), q_) : project(x, q_);
     q = q.view({n, heads, nope + ropeDim});
     const Rope::Tables tables = rope_.tables(positions);
@@ -61,15 +69,57 @@ class MlaAttention : public AttentionLayer {
     for (const AttentionSegment& s : segments) {
       const at::Tensor latents = s.first->writeAndView(s.past, latent.narrow(0, s.offset, s.count));  // [T, rank]
       const at::Tensor rotKeys = s.second->writeAndView(s.past, kRot.narrow(0, s.offset, s.count));   // [T, rope]
-      const int64_t total = latents.size(0);
-      const at::Tensor kv = project(latents, kvB_).view({total, heads, nope + vDim});
-      const at::Tensor keys = at::cat({kv.narrow(-1, 0, nope), rotKeys.unsqueeze(1).expand({total, heads, ropeDim})}, -1);
-      const at::Tensor values = kv.narrow(-1, nope, vDim);
-      outs.push_back(causalAttention(q.narrow(0, s.offset, s.count).transpose(0, 1), keys.transpose(0, 1),
-                                     values.transpose(0, 1), scale_));
+      const at::Tensor qs = q.narrow(0, s.offset, s.count);
+      outs.push_back(absorbedIsCheaper(s.count, latents.size(0)) ? absorbed(qs, latents, rotKeys)
+                                                                 : expanded(qs, latents, rotKeys));
     }
     const at::Tensor attn = outs.size() == 1 ? outs[0] : at::cat(outs, 0);
     return project(attn, o_, ob_);
+  }
+
+  // Multiply-adds of the two forms for n queries against T cached tokens (all heads).
+  bool absorbedIsCheaper(int64_t n, int64_t total) const {
+    const int64_t heads = c_.numHeads, nope = c_.qkNopeHeadDim, ropeDim = c_.qkRopeHeadDim;
+    const int64_t rank = c_.kvLoraRank, vDim = c_.vHeadDim;
+    const int64_t expandedCost = total * rank * heads * (nope + vDim) + n * total * heads * (nope + ropeDim + vDim);
+    const int64_t absorbedCost = n * heads * (nope * rank + total * (2 * rank + ropeDim) + rank * vDim);
+    return absorbedCost < expandedCost;
+  }
+
+  // Every cached latent expanded by kv_b_proj into per-head keys and values, then eager attention.
+  at::Tensor expanded(const at::Tensor& q, const at::Tensor& latents, const at::Tensor& rotKeys) const {
+    const int64_t total = latents.size(0), heads = c_.numHeads, ropeDim = c_.qkRopeHeadDim;
+    countWeightRead(kBT_);
+    const at::Tensor keysNope = at::matmul(latents.unsqueeze(0), kBT_);  // [heads, T, nope]
+    const at::Tensor values = project(latents, vB_.view({heads * c_.vHeadDim, c_.kvLoraRank}))  // [T, heads × v]
+                                  .view({total, heads, c_.vHeadDim})
+                                  .transpose(0, 1);
+    const at::Tensor keys = at::cat({keysNope, rotKeys.unsqueeze(0).expand({heads, total, ropeDim})}, -1);
+    return causalAttention(q.transpose(0, 1), keys, values, scale_);
+  }
+
+  // The same attention with kv_b_proj absorbed into the query and the output (DeepSeek-V2 §2.1.2):
+  // per head, q_nope·(W_UK c) = (W_UKᵀ q_nope)·c and Σ p·(W_UV c) = W_UV (Σ p·c), so the scores and the
+  // weighted sum run over the cached latents themselves, as one shared (MQA-like) key/value head of
+  // width rank (+ the shared rotary key). Products run in the compute dtype and the softmax in fp32,
+  // as in the expanded form; only the association of the products differs.
+  at::Tensor absorbed(const at::Tensor& q, const at::Tensor& latents, const at::Tensor& rotKeys) const {
+    const int64_t n = q.size(0), total = latents.size(0), heads = c_.numHeads, nope = c_.qkNopeHeadDim;
+    const int64_t ropeDim = c_.qkRopeHeadDim, rank = c_.kvLoraRank, vDim = c_.vHeadDim;
+    const at::Tensor qh = q.transpose(0, 1);                                  // [heads, n, nope + rope]
+    const at::Tensor qLatent = projectPerHead(qh.narrow(-1, 0, nope), kBT_);  // [heads, n, rank]
+    const at::Tensor qRope = qh.narrow(-1, nope, ropeDim).reshape({heads * n, ropeDim});
+    at::Tensor scores = at::mm(qLatent.view({heads * n, rank}), latents.t()) + at::mm(qRope, rotKeys.t());
+    scores = (scores * scale_).view({heads, n, total});
+    if (n > 1) {
+      const at::Tensor rows = at::arange(n, at::kLong).unsqueeze(1) + (total - n);
+      const at::Tensor cols = at::arange(total, at::kLong).unsqueeze(0);
+      scores = scores.masked_fill((cols > rows).unsqueeze(0), -std::numeric_limits<double>::infinity());
+    }
+    const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type()).view({heads * n, total});
+    const at::Tensor outLatent = at::mm(probs, latents).view({heads, n, rank});
+    const at::Tensor out = projectPerHead(outLatent, vB_);  // [heads, n, v]
+    return out.transpose(0, 1).reshape({n, heads * vDim});
   }
 
   std::pair<GrowingTensor, GrowingTensor> makeCache() const override {
@@ -80,7 +130,7 @@ class MlaAttention : public AttentionLayer {
   const ModelConfig& c_;
   at::ScalarType dtype_;
   Rope rope_;
-  at::Tensor qA_, qANorm_, q_, kvA_, kvANorm_, kvB_, o_;
+  at::Tensor qA_, qANorm_, q_, kvA_, kvANorm_, kBT_, vB_, o_;
   std::optional<at::Tensor> qAb_, kvAb_, ob_;
   double scale_ = 1.0;
 };

@@ -7,6 +7,7 @@
 #include "model/linear.h"
 
 #include <QtTest>
+#include "test_support.h"
 #include "zipmoe/error.h"
 #include "zipmoe/model.h"
 
@@ -78,6 +79,40 @@ class TestLinear : public QObject {
       QVERIFY(relativeError(project(x, w), at::linear(x, w)) < 1e-2);
     }
     QVERIFY(at::equal(project(x, w), at::linear(x, w)));
+  }
+
+  // Each head's product is project() on that head, bit for bit: the same kernel computes each row
+  // from the same inputs whatever item it falls in. What the GEMV does not take is at::matmul exactly.
+  void projectPerHeadIsEachHeadsProject() {
+    at::manual_seed(4);
+    const at::Tensor w = (at::randn({5, 72, 40}) * 0.05).to(at::kBFloat16);
+    for (const MatmulKernel kernel : {MatmulKernel::Auto, MatmulKernel::Scalar, MatmulKernel::Avx2,
+                                      MatmulKernel::Avx512Bf16}) {
+      if (!matmulKernelSupported(kernel)) continue;
+      const MatmulScope scope(kernel);
+      for (const int64_t n : {1, 3, 8}) {
+        // x as the MLA passes it: a strided view ([n, heads, d] transposed, then narrowed).
+        const at::Tensor x = at::randn({n, 5, 48}).to(at::kBFloat16).transpose(0, 1).narrow(-1, 0, 40);
+        takeWeightBytesRead();
+        const at::Tensor y = projectPerHead(x, w);
+        QCOMPARE(takeWeightBytesRead(), uint64_t{5 * 72 * 40 * 2});
+        QCOMPARE(y.scalar_type(), at::kBFloat16);
+        QCOMPARE(y.sizes(), (at::IntArrayRef{5, n, 72}));
+        for (int64_t h = 0; h < 5; ++h)
+          QVERIFY2(at::equal(y[h], project(x[h], w[h])), qPrintable(QString("%1, n %2, head %3")
+                                                                        .arg(matmulKernelName(kernel))
+                                                                        .arg(n)
+                                                                        .arg(h)));
+        QVERIFY(relativeError(y, at::matmul(x, w.transpose(1, 2))) < 1e-2);
+      }
+    }
+    const MatmulScope scope(MatmulKernel::Auto);
+    const at::Tensor many = at::randn({5, kMaxGemvRows + 1, 40}).to(at::kBFloat16);
+    QVERIFY(at::equal(projectPerHead(many, w), at::matmul(many, w.transpose(1, 2))));
+    const at::Tensor x32 = at::randn({5, 1, 40}), w32 = at::randn({5, 72, 40});
+    QVERIFY(at::equal(projectPerHead(x32, w32), at::matmul(x32, w32.transpose(1, 2))));
+    ZIPMOE_EXPECT_ERROR(projectPerHead(at::randn({4, 1, 40}).to(at::kBFloat16), w), "[4, 1, 40]", "[5, 72, 40]");
+    ZIPMOE_EXPECT_ERROR(projectPerHead(at::randn({5, 40}).to(at::kBFloat16), w), "[5, 40]");
   }
 
   void kernelNames() {
