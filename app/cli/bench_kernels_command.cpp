@@ -60,6 +60,7 @@ int runBenchKernels(const Args& arguments) {
        {"--mb", "N", "bandwidth buffer and GEMV working set in MiB (64-65536, default 1024)"},
        {"--repeat", "R", "bandwidth passes and timed products per kernel ×4 (1-1000, default 10)"},
        {"--threads", "N", "compute threads for the products (0 = every CPU this process may use, default)"},
+       {"--huge-pages", "", "the GEMVs' weights in memory advised for huge pages, as the model loads its weights"},
        {"--json", "FILE", "also write the figures as JSON"}},
       0, 0, ""};
   const CommandLine line = CommandLine::parse(command, arguments);
@@ -71,11 +72,13 @@ int runBenchKernels(const Args& arguments) {
   const int repeats = line.integer<int>("--repeat", 1, 1000, 10);
   const std::optional<std::string> jsonPath = line.text("--json");
   const int threads = line.integer<int>("--threads", 0, 4096, 0);
+  const bool hugePages = line.has("--huge-pages");
 
   nlohmann::ordered_json j;
   j["host"] = hostIdentity();
   j["batch"] = batch;
   j["threads"] = threads;
+  j["huge_pages"] = hugePages;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::printf("memory read bandwidth (%.0f MiB buffer, best of %d):\n", static_cast<double>(bytes) / 1048576.0, repeats);
   for (int t = 1; t <= cores; t = t == cores ? cores + 1 : std::min(cores, t * 2)) {
@@ -83,12 +86,12 @@ int runBenchKernels(const Args& arguments) {
     std::printf("  %2d thread%s  %6.1f GB/s\n", t, t == 1 ? " " : "s", b.gbPerSecond);
     j["bandwidth"].push_back({{"threads", t}, {"gb_per_s", b.gbPerSecond}});
   }
-  std::printf("\nBF16 GEMV, batch %d, weights read from memory (median), %s compute threads:\n", batch,
-              threads > 0 ? std::to_string(threads).c_str() : "all");
+  std::printf("\nBF16 GEMV, batch %d, weights read from memory%s (median), %s compute threads:\n", batch,
+              hugePages ? " advised for huge pages" : "", threads > 0 ? std::to_string(threads).c_str() : "all");
   std::printf("  %-34s %-18s %12s %9s %10s\n", "shape", "kernel", "us/product", "GB/s", "rel. err");
   for (const Shape& s : shapes) {
     nlohmann::ordered_json row{{"shape", s.name}, {"rows", s.rows}, {"cols", s.cols}};
-    for (const GemvFigure& f : measureGemv(s.rows, s.cols, batch, bytes, repeats, threads)) {
+    for (const GemvFigure& f : measureGemv(s.rows, s.cols, batch, bytes, repeats, threads, hugePages)) {
       std::printf("  %-34s %-18s %12.1f %9.1f %10.2g\n", s.name.c_str(), f.kernel.c_str(), f.microseconds, f.gbPerSecond,
                   f.maxRelativeError);
       row["kernels"].push_back({{"kernel", f.kernel}, {"us", f.microseconds}, {"gb_per_s", f.gbPerSecond},

@@ -35,8 +35,10 @@ struct GemvFigure {
 // its weights from memory, not from a cache, as decoding does. Each project kernel is measured twice:
 // on the BF16 words and on the same weights' split planes (exponent and sign-mantissa, one byte per
 // weight each: what a C/S/E hit or a miss is computed from when recovery is fused), "<kernel> split".
+// `hugePages`: every copy of the BF16 words in memory advised for transparent huge pages before it
+// is written (io::AlignedBuffer, as the model's loaded weights are); otherwise libtorch's allocation.
 std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, size_t workingSetBytes, int repeats,
-                                    int threads = 0);
+                                    int threads = 0, bool hugePages = false);
 
 // CRC-32C (the check of every chunk the runtime reads, on its I/O thread) over a `bytes` buffer in
 // cache-cold slices of 4 MiB, one thread: GB/s, best of `repeats`. `threeStreams` = the form every read

@@ -4,7 +4,9 @@
 // in (stack, block) order like the store) or from a ZipMoE store (detected by manifest.json; every
 // expert tensor is read, CRC-checked, decompressed and merged). The batch hands experts back in the
 // order they were requested. Errors (a missing expert tensor, inconsistent shapes, a non-BF16 expert
-// tensor) name the file and the tensor.
+// tensor) name the file and the tensor. Each expert tensor lives in its own buffer, backed by
+// transparent huge pages where the kernel allows (io::AlignedBuffer): decoding streams the experts
+// through the GEMV, which reads them 3–12 % faster from 2 MiB pages (docs/MODEL.md).
 // Thread-safety: immutable after loading; acquire() may be called from one thread at a time, as the
 // interface requires, and batches only read. Cost: loading reads every expert once; acquire is O(k).
 #include <algorithm>
@@ -15,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/file_io.h"
 #include "zipmoe/error.h"
 #include "zipmoe/expert_provider.h"
 #include "zipmoe/model_family.h"
@@ -30,8 +33,12 @@ class ResidentExperts : public ExpertProvider {
       : layers_(layers), experts_(experts), shapes_(std::move(shapes)),
         data_(static_cast<size_t>(layers) * static_cast<size_t>(experts) * shapes_.size()) {}
 
-  std::vector<uint16_t>& slot(int layer, int expert, int kind) {
-    return data_[index(layer, expert, kind)];
+  // The tensor's words, allocated here; null when it was allocated before (a tensor twice).
+  uint16_t* allocate(int layer, int expert, int kind, size_t numel) {
+    io::AlignedBuffer& b = data_[index(layer, expert, kind)];
+    if (b.size() != 0) return nullptr;
+    b.reserve(numel * sizeof(uint16_t));
+    return reinterpret_cast<uint16_t*>(b.data());
   }
 
   std::unique_ptr<ExpertBatch> acquire(int layer, std::span<const ExpertRequest> requests) override {
@@ -47,7 +54,7 @@ class ResidentExperts : public ExpertProvider {
       ReadyExpert e;
       e.expert = r.expert;
       for (int kind = 0; kind < static_cast<int>(shapes_.size()); ++kind)
-        e.tensors.push_back(data_[index(layer, r.expert, kind)].data());
+        e.tensors.push_back(reinterpret_cast<const uint16_t*>(data_[index(layer, r.expert, kind)].data()));
       ready.push_back(std::move(e));
     }
     return std::make_unique<Batch>(std::move(ready));
@@ -76,7 +83,7 @@ class ResidentExperts : public ExpertProvider {
   }
   int layers_, experts_;
   std::vector<std::pair<int64_t, int64_t>> shapes_;
-  std::vector<std::vector<uint16_t>> data_;
+  std::vector<io::AlignedBuffer> data_;
 };
 
 std::unique_ptr<ExpertProvider> fromStore(const std::filesystem::path& dir) {
@@ -97,9 +104,7 @@ std::unique_ptr<ExpertProvider> fromStore(const std::filesystem::path& dir) {
             entry.shape[1] != shapes[static_cast<size_t>(kind)].second)
           throw Error((dir / "manifest.json").string() + ": expert tensor '" + entry.name +
                       "' has a shape different from the other experts' " + m.tensorKinds[static_cast<size_t>(kind)]);
-        auto& slot = provider->slot(layer, e, kind);
-        slot.resize(entry.numel);
-        store->readExpertTensor(layer, e, kind, slot.data(), ReadMode::Buffered);
+        store->readExpertTensor(layer, e, kind, provider->allocate(layer, e, kind, entry.numel), ReadMode::Buffered);
       }
   return provider;
 }
@@ -147,10 +152,10 @@ std::unique_ptr<ExpertProvider> fromCheckpoint(const std::filesystem::path& dir)
                 " experts × " + std::to_string(kinds.size()) + " expert tensors, found " + std::to_string(found.size()));
   auto provider = std::make_unique<ResidentExperts>(layers, experts, shapes);
   for (const Found& f : found) {
-    auto& slot = provider->slot(layerOf[{f.where.stack, f.where.block}], f.where.expert, f.where.kind);
-    if (!slot.empty()) throw Error(dir.string() + ": expert tensor '" + f.entry->info->name + "' appears twice");
-    slot.resize(f.entry->info->numel());
-    f.entry->file->read(*f.entry->info, 0, f.entry->info->size, slot.data());
+    uint16_t* words =
+        provider->allocate(layerOf[{f.where.stack, f.where.block}], f.where.expert, f.where.kind, f.entry->info->numel());
+    if (!words) throw Error(dir.string() + ": expert tensor '" + f.entry->info->name + "' appears twice");
+    f.entry->file->read(*f.entry->info, 0, f.entry->info->size, words);
   }
   return provider;
 }

@@ -16,6 +16,7 @@
 #include <ATen/Parallel.h>
 
 #include "base/crc32c.h"
+#include "io/file_io.h"
 #include "kernels/bf16_gemv.h"
 #include "model/linear.h"
 #include "zipmoe/bf16_split.h"
@@ -96,7 +97,7 @@ BandwidthFigure measureReadBandwidth(size_t bytes, int threads, int repeats) {
 }
 
 std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, size_t workingSetBytes, int repeats,
-                                    int threads) {
+                                    int threads, bool hugePages) {
   if (rows < 1 || cols < 1 || batch < 1 || repeats < 1) throw Error("measureGemv: bad arguments");
   setComputeThreads(threads);
   const size_t matrixBytes = static_cast<size_t>(rows * cols) * 2;
@@ -104,6 +105,13 @@ std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, s
   at::manual_seed(7);
   std::vector<at::Tensor> weights;
   for (size_t i = 0; i < copies; ++i) weights.push_back((at::randn({rows, cols}) * 0.05).to(at::kBFloat16));
+  if (hugePages)
+    for (at::Tensor& w : weights) {
+      auto buffer = std::make_shared<io::AlignedBuffer>(matrixBytes);
+      std::memcpy(buffer->data(), w.data_ptr(), matrixBytes);
+      w = at::from_blob(buffer->data(), {rows, cols}, [buffer](void*) mutable { buffer.reset(); },
+                        at::TensorOptions().dtype(at::kBFloat16));
+    }
   const at::Tensor x = at::randn({batch, cols}).to(at::kBFloat16);
   const at::Tensor reference = at::linear(x, weights[0]).to(at::kFloat);
   const double scale = reference.abs().mean().item<double>() + 1e-12;

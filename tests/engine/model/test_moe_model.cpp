@@ -1,5 +1,8 @@
 // MoeModel at run time: batching, the KV cache, the expert-provider contract (one acquire per MoE
 // layer per forward, order independence), input errors and loading errors.
+// libtorch before Qt: Qt's `slots` macro would rewrite a libtorch method of that name.
+#include "model/weights.h"
+
 #include <QtTest>
 
 #include <algorithm>
@@ -194,6 +197,44 @@ class TestMoeModel : public QObject {
       const double d = maxAbsDiff(stepwise[i], row);
       QVERIFY2(d <= tolerance, qPrintable(QString("position %1: max diff %2").arg(position).arg(d)));
     }
+  }
+
+  // Weights a decode step streams start on a 2 MiB boundary from a huge page's size up, so that
+  // transparent huge pages can back them (io::AlignedBuffer): the dense tensors WeightLoader loads
+  // and every resident expert tensor. Whether the kernel grants huge pages is its choice; the
+  // placement, and the contents, are checked here.
+  void largeWeightsStartOnHugePageBoundaries() {
+    testing::TempDir tmp;
+    constexpr int64_t kWide = 16384;  // × hidden 64 × 2 bytes = 2 MiB per tensor
+    const auto dir = makeModel(tmp, ModelFamily::Qwen2Moe,
+                               {{"num_hidden_layers", 1}, {"num_experts", 4}, {"num_experts_per_tok", 2},
+                                {"moe_intermediate_size", kWide}, {"shared_expert_intermediate_size", kWide}});
+    const int64_t hidden = json::parse(std::ifstream(dir / "config.json"))["hidden_size"].get<int64_t>();
+    QCOMPARE(hidden * kWide * 2, int64_t{2} << 20);
+    const auto isAligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % (uintptr_t{2} << 20) == 0; };
+
+    const auto weights = WeightLoader::open(dir);
+    const at::Tensor large = weights->load("model.layers.0.mlp.shared_expert.gate_proj.weight", {kWide, hidden}, at::kBFloat16);
+    QVERIFY(isAligned(large.data_ptr()));
+    const at::Tensor asFloat = weights->load("model.layers.0.mlp.shared_expert.gate_proj.weight", {kWide, hidden}, at::kFloat);
+    QVERIFY(at::equal(large.to(at::kFloat), asFloat));  // the same bytes through libtorch's allocation
+    QVERIFY(large.abs().sum().item<double>() > 0);
+
+    const auto experts = makeResidentExperts(dir);
+    std::vector<ExpertRequest> requests;
+    for (int e = 0; e < 4; ++e) requests.push_back({e, 1, false, false});
+    const auto batch = experts->acquire(0, requests);
+    int seen = 0;
+    while (auto ready = batch->next()) {
+      for (const uint16_t* t : ready->tensors) QVERIFY(isAligned(t));
+      ++seen;
+    }
+    QCOMPARE(seen, 4);
+    // And the model computes with them as with any other allocation (the values: test_model_logits).
+    const auto model = load(dir, ComputeDtype::BFloat16);
+    const auto seq = model->addSequence();
+    const auto logits = model->forward({{seq, tokens(3, 1)}})[0];
+    QVERIFY(std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); }));
   }
 
   void providerCalledOncePerMoeLayer() {
