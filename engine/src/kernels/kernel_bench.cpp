@@ -16,9 +16,9 @@
 #include <ATen/Parallel.h>
 
 #include "base/crc32c.h"
-#include "io/file_io.h"
 #include "kernels/bf16_gemv.h"
 #include "model/linear.h"
+#include "model/weights.h"
 #include "zipmoe/bf16_split.h"
 #include "zipmoe/error.h"
 #include "zipmoe/exponent_codec.h"
@@ -106,12 +106,7 @@ std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, s
   std::vector<at::Tensor> weights;
   for (size_t i = 0; i < copies; ++i) weights.push_back((at::randn({rows, cols}) * 0.05).to(at::kBFloat16));
   if (hugePages)
-    for (at::Tensor& w : weights) {
-      auto buffer = std::make_shared<io::AlignedBuffer>(matrixBytes);
-      std::memcpy(buffer->data(), w.data_ptr(), matrixBytes);
-      w = at::from_blob(buffer->data(), {rows, cols}, [buffer](void*) mutable { buffer.reset(); },
-                        at::TensorOptions().dtype(at::kBFloat16));
-    }
+    for (at::Tensor& w : weights) w = emptyWeight({rows, cols}, at::kBFloat16).copy_(w);
   const at::Tensor x = at::randn({batch, cols}).to(at::kBFloat16);
   const at::Tensor reference = at::linear(x, weights[0]).to(at::kFloat);
   const double scale = reference.abs().mean().item<double>() + 1e-12;

@@ -10,6 +10,13 @@
 
 namespace zipmoe {
 
+at::Tensor futureKeys(int64_t n, int64_t total) {
+  // Query i sits at position total - n + i and sees keys 0 .. total - n + i.
+  const at::Tensor rows = at::arange(n, at::kLong).unsqueeze(1) + (total - n);
+  const at::Tensor cols = at::arange(total, at::kLong).unsqueeze(0);
+  return cols > rows;
+}
+
 at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale) {
   const int64_t heads = q.size(0), n = q.size(1), d = q.size(2);
   const int64_t kvHeads = k.size(0), total = k.size(1), dv = v.size(2);
@@ -18,12 +25,7 @@ at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& k, const at::T
   const at::Tensor qg = q.reshape({kvHeads, group * n, d});
   at::Tensor scores = at::matmul(qg, k.transpose(1, 2)) * scale;  // [kvHeads, group × n, T]
   scores = scores.view({heads, n, total});
-  if (n > 1) {
-    // Query i sits at position total - n + i and sees keys 0 .. total - n + i.
-    const at::Tensor rows = at::arange(n, at::kLong).unsqueeze(1) + (total - n);
-    const at::Tensor cols = at::arange(total, at::kLong).unsqueeze(0);
-    scores = scores.masked_fill((cols > rows).unsqueeze(0), -std::numeric_limits<double>::infinity());
-  }
+  if (n > 1) scores = scores.masked_fill(futureKeys(n, total).unsqueeze(0), -std::numeric_limits<double>::infinity());
   const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
   const at::Tensor out = at::matmul(probs.view({kvHeads, group * n, total}), v);  // [kvHeads, group × n, dv]
   return out.view({heads, n, dv}).transpose(0, 1).reshape({n, heads * dv});

@@ -45,6 +45,10 @@ class AttentionLayer {
   virtual std::pair<GrowingTensor, GrowingTensor> makeCache() const = 0;
 };
 
+// The causal mask of n queries at positions T - n .. T - 1 against T keys: bool [n, T], true where
+// the key lies after the query (masked).
+at::Tensor futureKeys(int64_t n, int64_t total);
+
 // q: [heads, n, d]; k: [heads or kvHeads, T, d]; v: [.., T, dv]; the n queries sit at positions
 // T - n .. T - 1. Returns [n, heads × dv].
 at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale);

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <sstream>
 #include <thread>
 
 #include <ATen/Parallel.h>
@@ -87,6 +88,11 @@ namespace {
 // the runtime's workers have preempted delays the product by one item at most, not by its share. A
 // row's result does not depend on the item it falls in. The fp32 result is rounded to BF16 once, as
 // libtorch's BF16 linear rounds its fp32 result.
+// Rows of a pool item: about 32 KiB of BF16 weights, a multiple of four rows (the kernels' unit).
+int64_t gemvItemRows(int64_t cols) {
+  return std::max<int64_t>(4, (int64_t{32} << 10) / std::max<int64_t>(1, cols * 2) / 4 * 4);
+}
+
 template <class Rows>
 at::Tensor gemvProject(const at::Tensor& x, int64_t rows, int64_t cols, kernels::GemvLevel level,
                        const std::optional<at::Tensor>& bias, const Rows& rowsOf) {
@@ -95,7 +101,7 @@ at::Tensor gemvProject(const at::Tensor& x, int64_t rows, int64_t cols, kernels:
   at::Tensor y = at::empty({batch, rows}, at::kFloat);
   const auto* xs = reinterpret_cast<const uint16_t*>(xc.data_ptr<at::BFloat16>());
   float* ys = y.data_ptr<float>();
-  const int64_t itemRows = std::max<int64_t>(4, (int64_t{32} << 10) / std::max<int64_t>(1, cols * 2) / 4 * 4);
+  const int64_t itemRows = gemvItemRows(cols);
   const int64_t items = (rows + itemRows - 1) / itemRows;
   kernels::ComputePool::instance().run(items, [&](int64_t item) {
     rowsOf(level, static_cast<size_t>(item * itemRows), static_cast<size_t>(std::min((item + 1) * itemRows, rows)),
@@ -112,7 +118,7 @@ at::Tensor gemvProject(const at::Tensor& x, int64_t rows, int64_t cols, kernels:
 bool gemvProjects(int64_t rows) { return gemvLevel(currentKernel).has_value() && rows <= kMaxGemvRows; }
 
 at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
-  weightBytesRead += static_cast<uint64_t>(weight.numel()) * static_cast<uint64_t>(weight.element_size());
+  countWeightRead(weight);
   const std::optional<kernels::GemvLevel> level = gemvLevel(currentKernel);
   const bool gemv = level && x.scalar_type() == at::kBFloat16 && weight.scalar_type() == at::kBFloat16 &&
                     weight.dim() == 2 && weight.is_contiguous() && x.dim() >= 1 && x.size(-1) == weight.size(1) &&
@@ -127,13 +133,10 @@ at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const std::opt
 
 at::Tensor projectPerHead(const at::Tensor& x, const at::Tensor& weight) {
   if (x.dim() != 3 || weight.dim() != 3 || x.size(0) != weight.size(0) || x.size(2) != weight.size(2)) {
-    const auto shape = [](const at::Tensor& t) {
-      std::string s = "[";
-      for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
-      return s + "]";
-    };
-    throw Error("projectPerHead: x " + shape(x) + " and W " + shape(weight) +
-                " are not [heads, n, cols] and [heads, rows, cols]");
+    std::ostringstream message;
+    message << "projectPerHead: x " << x.sizes() << " and W " << weight.sizes()
+            << " are not [heads, n, cols] and [heads, rows, cols]";
+    throw Error(message.str());
   }
   countWeightRead(weight);
   const std::optional<kernels::GemvLevel> level = gemvLevel(currentKernel);
@@ -146,8 +149,8 @@ at::Tensor projectPerHead(const at::Tensor& x, const at::Tensor& weight) {
   const auto* xs = reinterpret_cast<const uint16_t*>(xc.data_ptr<at::BFloat16>());
   const auto* w = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
   float* ys = y.data_ptr<float>();
-  // Items of about 32 KiB of weights, as gemvProject cuts them, never across two heads.
-  const int64_t itemRows = std::min(rows, std::max<int64_t>(4, (int64_t{32} << 10) / (cols * 2) / 4 * 4));
+  // Items as gemvProject cuts them, never across two heads.
+  const int64_t itemRows = std::min(rows, gemvItemRows(cols));
   const int64_t perHead = (rows + itemRows - 1) / itemRows;
   kernels::ComputePool::instance().run(heads * perHead, [&](int64_t item) {
     const int64_t h = item / perHead, r0 = item % perHead * itemRows, r1 = std::min(r0 + itemRows, rows);

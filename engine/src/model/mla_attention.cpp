@@ -111,11 +111,7 @@ class MlaAttention : public AttentionLayer {
     const at::Tensor qRope = qh.narrow(-1, nope, ropeDim).reshape({heads * n, ropeDim});
     at::Tensor scores = at::mm(qLatent.view({heads * n, rank}), latents.t()) + at::mm(qRope, rotKeys.t());
     scores = (scores * scale_).view({heads, n, total});
-    if (n > 1) {
-      const at::Tensor rows = at::arange(n, at::kLong).unsqueeze(1) + (total - n);
-      const at::Tensor cols = at::arange(total, at::kLong).unsqueeze(0);
-      scores = scores.masked_fill((cols > rows).unsqueeze(0), -std::numeric_limits<double>::infinity());
-    }
+    if (n > 1) scores = scores.masked_fill(futureKeys(n, total).unsqueeze(0), -std::numeric_limits<double>::infinity());
     const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type()).view({heads * n, total});
     const at::Tensor outLatent = at::mm(probs, latents).view({heads, n, rank});
     const at::Tensor out = projectPerHead(outLatent, vB_);  // [heads, n, v]

@@ -67,6 +67,15 @@ class StoreWeights : public WeightLoader {
 
 }  // namespace
 
+at::Tensor emptyWeight(const std::vector<int64_t>& shape, at::ScalarType dtype) {
+  const auto options = at::TensorOptions().dtype(dtype);
+  size_t bytes = c10::elementSize(dtype);
+  for (const int64_t d : shape) bytes *= static_cast<size_t>(d);
+  if (bytes < io::kHugePageBytes) return at::empty(shape, options);
+  auto buffer = std::make_shared<io::AlignedBuffer>(bytes);
+  return at::from_blob(buffer->data(), shape, [buffer](void*) mutable { buffer.reset(); }, options);
+}
+
 std::unique_ptr<WeightLoader> WeightLoader::open(const std::filesystem::path& dir) {
   if (std::filesystem::exists(dir / "manifest.json")) return std::make_unique<StoreWeights>(dir);
   return std::make_unique<HfWeights>(dir);
@@ -82,20 +91,8 @@ at::Tensor WeightLoader::load(const std::string& name, const std::vector<int64_t
   else if (raw.dtype == "F16") stored = at::kHalf;
   else if (raw.dtype == "F32") stored = at::kFloat;
   else throw Error(raw.file + ": tensor '" + name + "' has dtype " + raw.dtype + " (supported: BF16, F16, F32)");
-  // Tensors of a huge page or more live in memory backed by transparent huge pages where the kernel
-  // allows (io::AlignedBuffer): decoding streams them through the GEMV, which reads them 3–12 %
-  // faster from 2 MiB pages than from 4 KiB ones on this project's VM (docs/MODEL.md, "Weights in
-  // huge pages"). A converted tensor is libtorch's own allocation.
-  const auto options = at::TensorOptions().dtype(stored);
-  size_t bytes = c10::elementSize(stored);
-  for (const int64_t d : shape) bytes *= static_cast<size_t>(d);
-  at::Tensor t;
-  if (stored == dtype && bytes >= io::kHugePageBytes) {
-    auto buffer = std::make_shared<io::AlignedBuffer>(bytes);
-    t = at::from_blob(buffer->data(), shape, [buffer](void*) mutable { buffer.reset(); }, options);
-  } else {
-    t = at::empty(shape, options);
-  }
+  // A converted tensor is libtorch's own allocation.
+  at::Tensor t = stored == dtype ? emptyWeight(shape, stored) : at::empty(shape, at::TensorOptions().dtype(stored));
   read(name, t.data_ptr());
   return stored == dtype ? t : t.to(dtype);
 }
