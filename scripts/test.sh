@@ -7,6 +7,9 @@
 #      exponent chunks, tokenizer.json, chat templates, the server's request bodies);
 #   5. the CUDA recovery kernel compiled and linked with nvcc, when the CUDA toolkit is installed.
 # Exits non-zero when anything fails. ZIPMOE_FUZZ_SECONDS sets the fuzzing time per target.
+# ZIPMOE_PRUNE_BUILDS=1 (set by .ci/run) deletes each stage's build directory once the stage has
+# passed, so the run needs the disk of its largest stage rather than of all five (about 10 GB);
+# a failed stage keeps its directory for inspection.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/deps.sh"
@@ -36,7 +39,15 @@ run_ctest() {
   fi
   rm -f "$log"
 }
+# Deletes a passed stage's build directory when ZIPMOE_PRUNE_BUILDS=1.
+prune_build() {
+  if [ "${ZIPMOE_PRUNE_BUILDS:-0}" = 1 ]; then
+    echo "-- removing $1 (ZIPMOE_PRUNE_BUILDS=1)"
+    rm -rf "$1"
+  fi
+}
 run_ctest "[1] build and test" "$root/build-test" --output-on-failure -j "$jobs"
+prune_build "$root/build-test"
 
 echo "== [2/5] engine tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S "$root" -B "$root/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZIPMOE_SANITIZE=ON \
@@ -45,6 +56,7 @@ cmake --build "$root/build-asan" -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0" \
   run_ctest "[2] ASan/UBSan" "$root/build-asan" --output-on-failure -j "$jobs" -LE no-sanitizer
+prune_build "$root/build-asan"
 
 echo "== [3/5] threaded expert-runtime tests under ThreadSanitizer"
 cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_SANITIZE=thread \
@@ -52,6 +64,7 @@ cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInf
 cmake --build "$root/build-tsan" -j "$jobs" --target zipmoe_thread_tests
 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp" \
   run_ctest "[3] TSan" "$root/build-tsan" --output-on-failure -j "$jobs" -L threads
+prune_build "$root/build-tsan"
 
 echo "== [4/5] fuzzing (libFuzzer + ASan/UBSan)"
 cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_FUZZ=ON \
@@ -76,6 +89,7 @@ for target in "${fuzz_targets[@]}"; do
   grep -E '^stat::(number_of_executed_runs|new_units_added|peak_rss_mb)' "$log" || tail -n 4 "$log"
 done
 summary+=("[4] fuzzing: ${seconds}s per target, no crash")
+prune_build "$root/build-fuzz"
 
 echo "== [5/5] CUDA recovery kernel (compile and link; it runs only where a GPU is)"
 nvcc="$(command -v nvcc || true)"
@@ -89,6 +103,7 @@ if [ -n "$nvcc" ]; then
   else
     summary+=("[5] CUDA kernel: compiled and linked with nvcc; not run (no GPU on this machine)")
   fi
+  prune_build "$root/build-cuda"
 else
   summary+=("[5] CUDA kernel: skipped (no nvcc)")
 fi
