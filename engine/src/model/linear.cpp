@@ -1,11 +1,14 @@
 // project(): the project's BF16 GEMV for few rows, at::linear otherwise (see linear.h).
 #include "model/linear.h"
 
+#include <omp.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <ATen/Parallel.h>
 
@@ -58,13 +61,19 @@ void setComputeThreads(int requested) {
   kernels::ComputePool::instance().setThreads(threads);
 }
 
-IntraOpThreadsScope::IntraOpThreadsScope(int64_t rows) : previous_(at::get_num_threads()) {
+// OpenMP's thread count for this thread only, which is what at::get_num_threads() reads with
+// libtorch's OpenMP backend. Not at::set_num_threads: that also resizes libtorch's process-wide
+// pthreadpool (XNNPACK's), joining and creating its threads, at 0.3–8 ms a call on this machine
+// (the more the cores are busy, the longer it waits for the new thread to start), twice a token.
+// The thread's first parallel operator would apply libtorch's own count over ours: applied first.
+IntraOpThreadsScope::IntraOpThreadsScope(int64_t rows)
+    : previous_((at::internal::lazy_init_num_threads(), omp_get_max_threads())) {
   const int wanted = rows <= kMaxGemvRows ? 1 : kernels::ComputePool::instance().threads();
-  if (wanted != previous_) at::set_num_threads(wanted);
+  if (wanted != previous_) omp_set_num_threads(wanted);
 }
 
 IntraOpThreadsScope::~IntraOpThreadsScope() {
-  if (at::get_num_threads() != previous_) at::set_num_threads(previous_);
+  if (omp_get_max_threads() != previous_) omp_set_num_threads(previous_);
 }
 
 uint64_t takeWeightBytesRead() {
@@ -173,40 +182,142 @@ kernels::GemvLevel planeLevel(const char* what, const at::Tensor& x, int64_t col
   return *level;
 }
 
+// The bytes a product reads from w, after checking that its form is whole (`what` names the caller):
+// nibble shards must cover its rows one after another, and its columns be even.
+uint64_t checkedWeightBytes(const char* what, const GemvWeight& w) {
+  if (w.rows <= 0 || w.cols <= 0 || (!w.words && (!w.signMantissa || (w.nibble.empty() && !w.exponents))))
+    throw Error(std::string(what) + ": a " + std::to_string(w.rows) + " × " + std::to_string(w.cols) +
+                " weight without its words, or without both of its planes");
+  const auto weights = static_cast<uint64_t>(w.rows) * static_cast<uint64_t>(w.cols);
+  if (w.words || w.nibble.empty()) return weights * 2;
+  size_t covered = 0;
+  for (const NibbleShard& s : w.nibble) {
+    if (s.rowBegin != covered || s.rowEnd <= s.rowBegin)
+      throw Error(std::string(what) + ": shard rows " + std::to_string(s.rowBegin) + ".." +
+                  std::to_string(s.rowEnd) + " do not follow row " + std::to_string(covered));
+    covered = s.rowEnd;
+  }
+  if (covered != static_cast<size_t>(w.rows) || w.cols % 2 != 0)
+    throw Error(std::string(what) + ": the shards cover " + std::to_string(covered) + " of " + std::to_string(w.rows) +
+                " rows of " + std::to_string(w.cols) + " columns (all rows and an even number of columns needed)");
+  return weights * 3 / 2;
+}
+
+// Rows [r0, r1) of y = x · Wᵀ for W in whichever form it came.
+void gemvRows(kernels::GemvLevel level, const GemvWeight& w, size_t r0, size_t r1, const uint16_t* xs, size_t batch,
+              float* ys, size_t ldy) {
+  const auto cols = static_cast<size_t>(w.cols);
+  if (w.words)
+    kernels::gemvBf16(level, w.words, cols, r0, r1, xs, batch, ys, ldy);
+  else if (!w.nibble.empty())
+    kernels::gemvNibbleBf16(level, w.nibble, w.signMantissa, cols, r0, r1, xs, batch, ys, ldy);
+  else
+    kernels::gemvSplitBf16(level, w.exponents, w.signMantissa, cols, r0, r1, xs, batch, ys, ldy);
+}
+
+at::Tensor projectWeight(const char* what, const at::Tensor& x, const GemvWeight& w) {
+  const kernels::GemvLevel level = planeLevel(what, x, w.cols);
+  weightBytesRead += checkedWeightBytes(what, w);
+  return gemvProject(x, w.rows, w.cols, level, std::nullopt,
+                     [&](kernels::GemvLevel l, size_t r0, size_t r1, const uint16_t* xs, size_t batch, float* ys,
+                         size_t ldy) { gemvRows(l, w, r0, r1, xs, batch, ys, ldy); });
+}
+
+// A value as libtorch's BF16 tensors hold it: rounded to BF16 and read back.
+inline float roundedToBf16(float v) { return kernels::bf16ToFloat(kernels::floatToBf16(v)); }
+
 }  // namespace
 
 at::Tensor projectSplit(const at::Tensor& x, const uint8_t* exponents, const uint8_t* signMantissa, int64_t outRows,
                         int64_t cols) {
-  const kernels::GemvLevel level = planeLevel("projectSplit", x, cols);
-  weightBytesRead += static_cast<uint64_t>(outRows) * static_cast<uint64_t>(cols) * 2;
-  return gemvProject(x, outRows, cols, level, std::nullopt,
-                     [&](kernels::GemvLevel l, size_t r0, size_t r1, const uint16_t* xs, size_t batch, float* ys,
-                         size_t ldy) {
-                       kernels::gemvSplitBf16(l, exponents, signMantissa, static_cast<size_t>(cols), r0, r1, xs,
-                                              batch, ys, ldy);
-                     });
+  return projectWeight("projectSplit", x,
+                       {.exponents = exponents, .signMantissa = signMantissa, .rows = outRows, .cols = cols});
 }
 
 at::Tensor projectNibble(const at::Tensor& x, std::span<const NibbleShard> shards, const uint8_t* signMantissa,
                          int64_t outRows, int64_t cols) {
-  const kernels::GemvLevel level = planeLevel("projectNibble", x, cols);
-  size_t covered = 0;
-  for (const NibbleShard& s : shards) {
-    if (s.rowBegin != covered || s.rowEnd <= s.rowBegin)
-      throw Error("projectNibble: shard rows " + std::to_string(s.rowBegin) + ".." + std::to_string(s.rowEnd) +
-                  " do not follow row " + std::to_string(covered));
-    covered = s.rowEnd;
-  }
-  if (covered != static_cast<size_t>(outRows) || cols % 2 != 0)
-    throw Error("projectNibble: the shards cover " + std::to_string(covered) + " of " + std::to_string(outRows) +
-                " rows of " + std::to_string(cols) + " columns (all rows and an even number of columns needed)");
-  weightBytesRead += static_cast<uint64_t>(outRows) * static_cast<uint64_t>(cols) * 3 / 2;
-  return gemvProject(x, outRows, cols, level, std::nullopt,
-                     [&](kernels::GemvLevel l, size_t r0, size_t r1, const uint16_t* xs, size_t batch, float* ys,
-                         size_t ldy) {
-                       kernels::gemvNibbleBf16(l, shards, signMantissa, static_cast<size_t>(cols), r0, r1, xs, batch,
-                                               ys, ldy);
-                     });
+  return projectWeight("projectNibble", x,
+                       {.signMantissa = signMantissa, .nibble = shards, .rows = outRows, .cols = cols});
+}
+
+void gatedMlpGemv(const uint16_t* x, int64_t n, const GemvWeight& gate, const GemvWeight& up, const GemvWeight& down,
+                  const float* scale, uint16_t* const* out) {
+  const int64_t width = gate.rows, cols = gate.cols;
+  if (up.rows != width || up.cols != cols || down.rows != cols || down.cols != width)
+    throw Error("gatedMlpGemv: gate " + std::to_string(gate.rows) + " × " + std::to_string(gate.cols) + ", up " +
+                std::to_string(up.rows) + " × " + std::to_string(up.cols) + " and down " + std::to_string(down.rows) +
+                " × " + std::to_string(down.cols) + " are not [width × cols], [width × cols], [cols × width]");
+  const std::optional<kernels::GemvLevel> level = gemvLevel(currentKernel);
+  if (!level || n < 1 || n > kMaxGemvRows)
+    throw Error("gatedMlpGemv: " + std::to_string(n) + " rows, expected 1 … " + std::to_string(kMaxGemvRows) +
+                " on a GEMV kernel");
+  const uint64_t bytes = checkedWeightBytes("gatedMlpGemv", gate) + checkedWeightBytes("gatedMlpGemv", up) +
+                         checkedWeightBytes("gatedMlpGemv", down);
+  // The caller's scratch, kept: fresh buffers would fault their pages in at every expert.
+  thread_local std::vector<float> products;
+  thread_local std::vector<uint16_t> gated;
+  const auto rows = static_cast<size_t>(n), w = static_cast<size_t>(width), c = static_cast<size_t>(cols);
+  products.resize(std::max(2 * rows * w, rows * c));
+  gated.resize(rows * w);
+  float* g = products.data();
+  float* u = g + rows * w;
+  uint16_t* h = gated.data();
+  kernels::ComputePool& pool = kernels::ComputePool::instance();
+  const int64_t upRows = gemvItemRows(cols);
+  pool.run((width + upRows - 1) / upRows, [&](int64_t item) {
+    const auto r0 = static_cast<size_t>(item * upRows);
+    const auto r1 = static_cast<size_t>(std::min(width, (item + 1) * upRows));
+    gemvRows(*level, gate, r0, r1, x, rows, g, w);
+    gemvRows(*level, up, r0, r1, x, rows, u, w);
+    for (size_t b = 0; b < rows; ++b)
+      for (size_t r = r0; r < r1; ++r) {
+        const size_t i = b * w + r;
+        const float v = roundedToBf16(g[i]);
+        h[i] = kernels::floatToBf16(roundedToBf16(v / (1.0f + std::exp(-v))) * roundedToBf16(u[i]));
+      }
+  });
+  // The gate and up products are consumed: their buffer takes down's.
+  float* y = products.data();
+  const int64_t downRows = gemvItemRows(width);
+  pool.run((cols + downRows - 1) / downRows, [&](int64_t item) {
+    const auto r0 = static_cast<size_t>(item * downRows);
+    const auto r1 = static_cast<size_t>(std::min(cols, (item + 1) * downRows));
+    gemvRows(*level, down, r0, r1, h, rows, y, c);
+    for (size_t b = 0; b < rows; ++b)
+      for (size_t r = r0; r < r1; ++r) {
+        const float v = roundedToBf16(y[b * c + r]);
+        out[b][r] = kernels::floatToBf16(scale ? v * scale[b] : v);
+      }
+  });
+  weightBytesRead += bytes;
+}
+
+std::optional<at::Tensor> gatedMlpProject(const at::Tensor& x, const at::Tensor& gate, const at::Tensor& up,
+                                          const at::Tensor& down) {
+  const auto gemvTakes = [](const at::Tensor& t) {
+    return t.scalar_type() == at::kBFloat16 && t.dim() == 2 && t.is_contiguous() && t.size(0) > 0 && t.size(1) > 0;
+  };
+  if (!gemvLevel(currentKernel) || x.scalar_type() != at::kBFloat16 || x.dim() < 1 || !gemvTakes(gate) ||
+      !gemvTakes(up) || !gemvTakes(down) || x.size(-1) != gate.size(1))
+    return std::nullopt;
+  const int64_t cols = gate.size(1), n = x.numel() / cols;
+  if (n < 1 || n > kMaxGemvRows || up.sizes() != gate.sizes() || down.size(0) != cols || down.size(1) != gate.size(0))
+    return std::nullopt;
+  const auto weightOf = [](const at::Tensor& t) {
+    GemvWeight w;
+    w.words = reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>());
+    w.rows = t.size(0);
+    w.cols = t.size(1);
+    return w;
+  };
+  const at::Tensor xc = x.contiguous();
+  at::Tensor y = at::empty(xc.sizes(), xc.options());
+  auto* ys = reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>());
+  std::vector<uint16_t*> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = ys + i * cols;
+  gatedMlpGemv(reinterpret_cast<const uint16_t*>(xc.data_ptr<at::BFloat16>()), n, weightOf(gate), weightOf(up),
+               weightOf(down), nullptr, out.data());
+  return y;
 }
 
 }  // namespace zipmoe

@@ -45,6 +45,38 @@ at::Tensor projectSplit(const at::Tensor& x, const uint8_t* exponents, const uin
 at::Tensor projectNibble(const at::Tensor& x, std::span<const NibbleShard> shards, const uint8_t* signMantissa,
                          int64_t outRows, int64_t cols);
 
+// One weight matrix [rows × cols] in a form decoding's GEMV kernels read (kernels/bf16_gemv.h):
+// BF16 words, or the split planes (exponents and sign-mantissa), or nibble codes with the
+// sign-mantissa plane (shards as projectNibble takes them). Every form gives the same products.
+struct GemvWeight {
+  const uint16_t* words = nullptr;
+  const uint8_t* exponents = nullptr;
+  const uint8_t* signMantissa = nullptr;
+  std::span<const NibbleShard> nibble{};
+  int64_t rows = 0, cols = 0;
+};
+
+// The SwiGLU MLP of decoding, its three products fused into two compute-pool runs, for the n rows
+// of x (BF16, row i at x + i · cols):
+//   h      = bf16(silu(bf16(gate · x)) · bf16(up · x)),  silu(v) = bf16(v / (1 + e^−v)) in fp32
+//   out[i] = bf16(float(bf16(down · h)) · scale[i])      (scale null: bf16(down · h))
+// — the roundings of project(silu(project(x, gate)) * project(x, up), down) with silu in fp32,
+// rounded once, as PyTorch ≥ 2 (transformers' reference) and the unfused path here (gatedMlp)
+// compute it, and of its BF16 product with a routing weight, with no libtorch operator in between.
+// (libtorch 1.13's own BF16 silu rounds each of its steps, e^−v, 1 + e^−v and the quotient, to
+// BF16: a few BF16 steps from this. The project does not use it.)
+// The first run's items each compute a range of gate's and up's rows and then silu · up over that
+// range; the second's a range of down's rows, rounded and scaled in the item.
+// Counts the three weights' bytes as read. REQUIRES: gemvProjects(n); gate and up [width × cols],
+// down [cols × width]; out[i] has room for cols values and does not overlap x. Throws
+// zipmoe::Error when the shapes or nibble shards do not fit.
+void gatedMlpGemv(const uint16_t* x, int64_t n, const GemvWeight& gate, const GemvWeight& up,
+                  const GemvWeight& down, const float* scale, uint16_t* const* out);
+// gatedMlp's decoding form on tensors: the fused product when x is BF16 with at most
+// kMaxGemvRows rows and the weights are contiguous BF16 on a GEMV kernel; nullopt otherwise.
+std::optional<at::Tensor> gatedMlpProject(const at::Tensor& x, const at::Tensor& gate, const at::Tensor& up,
+                                          const at::Tensor& down);
+
 // The CPUs this process may run on (sched_getaffinity), at least 1: the default intra-op thread count.
 int availableCpus();
 // Sets libtorch's intra-op threads and the GEMV's compute pool: `requested` when > 0, else availableCpus().
@@ -54,7 +86,8 @@ void setComputeThreads(int requested);
 // (at most kMaxGemvRows rows: its products run on the compute pool) and are the compute threads
 // otherwise (prefill, whose matrix products are libtorch's). An idle OpenMP team spins after every
 // parallel region and takes a core from the pool and the expert runtime's workers (measured under
-// load on 2 cores: 565 ms per Qwen8 token with it spinning, 132 ms without).
+// load on 2 cores: 565 ms per Qwen8 token with it spinning, 132 ms without). Only the calling
+// thread's OpenMP count changes: no thread is created or joined (see linear.cpp).
 class IntraOpThreadsScope {
  public:
   explicit IntraOpThreadsScope(int64_t rows);

@@ -1,6 +1,8 @@
 // Dense MLP and MoE block (see moe_model_ffn.h). Thread-safety: immutable. Cost: see header.
 #include "model/moe_model_ffn.h"
 
+#include <array>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -69,6 +71,10 @@ class MoeBlock : public FeedForward {
 
     const at::Tensor flatWeights = routing.weights.reshape({-1});
     at::Tensor contributions = at::empty({n * k, hidden}, x.options());
+    // Decoding computes each expert fused (gatedMlpGemv), straight into its slots' rows.
+    const bool fusable = dtype_ == at::kBFloat16 && x.scalar_type() == at::kBFloat16 && contributions.is_contiguous();
+    const at::Tensor xc = fusable ? x.contiguous() : x;
+    const at::Tensor slotWeights = fusable ? flatWeights.to(at::kFloat).contiguous() : flatWeights;
     std::vector<bool> done(static_cast<size_t>(c_.numExperts), false);
     // Experts the provider computes elsewhere leave `requests`; their calls run during the loop below.
     RemoteExpertStep remote(experts_, moeLayer_, x, slots, k, requests);
@@ -93,12 +99,16 @@ class MoeBlock : public FeedForward {
       done[static_cast<size_t>(e)] = true;
       ++received;
       auto& list = slots[static_cast<size_t>(e)];
+      const GemvWeight gate = tensorOf(*ready, 0, c_.moeIntermediateSize, hidden);
+      const GemvWeight up = tensorOf(*ready, 1, c_.moeIntermediateSize, hidden);
+      const GemvWeight down = tensorOf(*ready, 2, hidden, c_.moeIntermediateSize);
+      if (fusable && gemvProjects(static_cast<int64_t>(list.size()))) {
+        computeFused(xc, list, slotWeights, gate, up, down, contributions);
+        continue;
+      }
       const at::Tensor slotIndex = at::from_blob(list.data(), {static_cast<int64_t>(list.size())}, at::kLong);
       const at::Tensor rows = x.index_select(0, at::floor_divide(slotIndex, k));
-      const ExpertTensor gate = tensorOf(*ready, 0, c_.moeIntermediateSize, hidden);
-      const ExpertTensor up = tensorOf(*ready, 1, c_.moeIntermediateSize, hidden);
-      const ExpertTensor down = tensorOf(*ready, 2, hidden, c_.moeIntermediateSize);
-      const at::Tensor out = apply(at::silu(apply(rows, gate)) * apply(rows, up), down);
+      const at::Tensor out = apply(fp32Silu(apply(rows, gate)) * apply(rows, up), down);
       const at::Tensor weighted = (out * flatWeights.index_select(0, slotIndex).unsqueeze(1)).to(dtype_);
       contributions.index_copy_(0, slotIndex, weighted);
     }
@@ -134,16 +144,28 @@ class MoeBlock : public FeedForward {
     return router_.weigh(x, chosen);
   }
 
-  // One expert tensor as the provider handed it: BF16 words, the split planes (recovery fused into
-  // the product — the same result as the merged words, see projectSplit), or nibble codes read in
-  // place with the sign-mantissa plane (projectNibble, the same result again).
-  struct ExpertTensor {
-    at::Tensor words;
-    const uint8_t* exponents = nullptr;
-    const uint8_t* signMantissa = nullptr;
-    std::span<const NibbleShard> nibble;
-    int64_t rows = 0, cols = 0;
-  };
+  // One expert's contribution to its slots at decoding, fused (gatedMlpGemv): its tokens' rows of x
+  // gathered, each slot's output scaled by its routing weight and written to its row of
+  // `contributions` — the same values as the unfused path's products, silu, scaling and index_copy_.
+  void computeFused(const at::Tensor& x, const std::vector<int64_t>& list, const at::Tensor& slotWeights,
+                    const GemvWeight& gate, const GemvWeight& up, const GemvWeight& down,
+                    at::Tensor& contributions) const {
+    const int64_t hidden = c_.hiddenSize, k = c_.numExpertsPerTok;
+    const auto* xs = reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>());
+    auto* cs = reinterpret_cast<uint16_t*>(contributions.data_ptr<at::BFloat16>());
+    const float* weights = slotWeights.data_ptr<float>();
+    thread_local std::vector<uint16_t> rows;
+    rows.resize(list.size() * static_cast<size_t>(hidden));
+    std::array<float, kMaxGemvRows> scale{};
+    std::array<uint16_t*, kMaxGemvRows> out{};
+    for (size_t i = 0; i < list.size(); ++i) {
+      std::memcpy(rows.data() + i * static_cast<size_t>(hidden), xs + list[i] / k * hidden,
+                  static_cast<size_t>(hidden) * sizeof(uint16_t));
+      scale[i] = weights[list[i]];
+      out[i] = cs + list[i] * hidden;
+    }
+    gatedMlpGemv(rows.data(), static_cast<int64_t>(list.size()), gate, up, down, scale.data(), out.data());
+  }
 
   static bool inPlace(const ReadyExpert& r, size_t kind) { return kind < r.nibble.size() && !r.nibble[kind].empty(); }
 
@@ -156,12 +178,15 @@ class MoeBlock : public FeedForward {
     return true;
   }
 
-  ExpertTensor tensorOf(const ReadyExpert& r, size_t kind, int64_t rows, int64_t cols) const {
-    ExpertTensor t;
+  // One expert tensor as the provider handed it (GemvWeight): BF16 words, the split planes (recovery
+  // fused into the product — the same result as the merged words, see projectSplit), or nibble codes
+  // read in place with the sign-mantissa plane (projectNibble, the same result again).
+  static GemvWeight tensorOf(const ReadyExpert& r, size_t kind, int64_t rows, int64_t cols) {
+    GemvWeight t;
     t.rows = rows;
     t.cols = cols;
     if (r.tensors[kind] != nullptr) {
-      t.words = wrap(r.tensors[kind], rows, cols);
+      t.words = r.tensors[kind];
     } else if (inPlace(r, kind)) {
       t.nibble = r.nibble[kind];
       t.signMantissa = r.signMantissa[kind];
@@ -173,7 +198,7 @@ class MoeBlock : public FeedForward {
   }
 
   // project(x, W) for either form; planes the GEMV cannot take here are merged first (same result).
-  at::Tensor apply(const at::Tensor& x, const ExpertTensor& w) const {
+  at::Tensor apply(const at::Tensor& x, const GemvWeight& w) const {
     if (!w.nibble.empty()) {
       // Handed only where the request accepted split planes: decoding, on the GEMV.
       if (dtype_ != at::kBFloat16 || x.scalar_type() != at::kBFloat16 || !gemvProjects(x.numel() / w.cols))
@@ -181,7 +206,7 @@ class MoeBlock : public FeedForward {
                     std::to_string(x.numel() / w.cols) + " rows, which the decoding kernels cannot take here");
       return projectNibble(x, w.nibble, w.signMantissa, w.rows, w.cols);
     }
-    if (!w.exponents) return project(x, w.words);
+    if (w.words) return project(x, wrap(w.words, w.rows, w.cols));
     if (dtype_ == at::kBFloat16 && x.scalar_type() == at::kBFloat16 && gemvProjects(x.numel() / w.cols))
       return projectSplit(x, w.exponents, w.signMantissa, w.rows, w.cols);
     // One tensor of scratch per thread, kept: a fresh one would fault its pages in at every expert.
