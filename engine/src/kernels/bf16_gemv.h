@@ -70,5 +70,7 @@ inline uint16_t floatToBf16(float f) {
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return static_cast<uint16_t>(bits >> 16);
 }
+// A value as a BF16 tensor holds it: rounded to BF16 and widened back.
+inline float roundedToBf16(float f) { return bf16ToFloat(floatToBf16(f)); }
 
 }  // namespace zipmoe::kernels

@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <sstream>
 #include <thread>
@@ -223,9 +224,6 @@ at::Tensor projectWeight(const char* what, const at::Tensor& x, const GemvWeight
                          size_t ldy) { gemvRows(l, w, r0, r1, xs, batch, ys, ldy); });
 }
 
-// A value as libtorch's BF16 tensors hold it: rounded to BF16 and read back.
-inline float roundedToBf16(float v) { return kernels::bf16ToFloat(kernels::floatToBf16(v)); }
-
 }  // namespace
 
 at::Tensor projectSplit(const at::Tensor& x, const uint8_t* exponents, const uint8_t* signMantissa, int64_t outRows,
@@ -272,8 +270,9 @@ void gatedMlpGemv(const uint16_t* x, int64_t n, const GemvWeight& gate, const Ge
     for (size_t b = 0; b < rows; ++b)
       for (size_t r = r0; r < r1; ++r) {
         const size_t i = b * w + r;
-        const float v = roundedToBf16(g[i]);
-        h[i] = kernels::floatToBf16(roundedToBf16(v / (1.0f + std::exp(-v))) * roundedToBf16(u[i]));
+        const float v = kernels::roundedToBf16(g[i]);
+        const float silu = kernels::roundedToBf16(v / (1.0f + std::exp(-v)));
+        h[i] = kernels::floatToBf16(silu * kernels::roundedToBf16(u[i]));
       }
   });
   // The gate and up products are consumed: their buffer takes down's.
@@ -285,7 +284,7 @@ void gatedMlpGemv(const uint16_t* x, int64_t n, const GemvWeight& gate, const Ge
     gemvRows(*level, down, r0, r1, h, rows, y, c);
     for (size_t b = 0; b < rows; ++b)
       for (size_t r = r0; r < r1; ++r) {
-        const float v = roundedToBf16(y[b * c + r]);
+        const float v = kernels::roundedToBf16(y[b * c + r]);
         out[b][r] = kernels::floatToBf16(scale ? v * scale[b] : v);
       }
   });
@@ -313,7 +312,7 @@ std::optional<at::Tensor> gatedMlpProject(const at::Tensor& x, const at::Tensor&
   const at::Tensor xc = x.contiguous();
   at::Tensor y = at::empty(xc.sizes(), xc.options());
   auto* ys = reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>());
-  std::vector<uint16_t*> out(static_cast<size_t>(n));
+  std::array<uint16_t*, kMaxGemvRows> out{};
   for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = ys + i * cols;
   gatedMlpGemv(reinterpret_cast<const uint16_t*>(xc.data_ptr<at::BFloat16>()), n, weightOf(gate), weightOf(up),
                weightOf(down), nullptr, out.data());

@@ -35,7 +35,7 @@ std::optional<at::Tensor> rmsNormRows(const at::Tensor& x, const at::Tensor& wei
     const float scale = 1.0f / std::sqrt(mean + epsilon);
     uint16_t* o = out + r * d;
     for (int64_t c = 0; c < d; ++c) {
-      const float normed = kernels::bf16ToFloat(kernels::floatToBf16(kernels::bf16ToFloat(row[c]) * scale));
+      const float normed = kernels::roundedToBf16(kernels::bf16ToFloat(row[c]) * scale);
       o[c] = kernels::floatToBf16(kernels::bf16ToFloat(w[c]) * normed);
     }
   }
