@@ -96,11 +96,21 @@ namespace {
 // of W's rows. The rows are cut into items of about 32 KiB of weights (a multiple of four rows, the
 // kernels' unit) that the compute pool's threads claim one by one (kernels/compute_pool.h): a thread
 // the runtime's workers have preempted delays the product by one item at most, not by its share. A
-// row's result does not depend on the item it falls in. The fp32 result is rounded to BF16 once, as
-// libtorch's BF16 linear rounds its fp32 result.
+// row's result does not depend on the item it falls in. Each item rounds its rows' fp32 results
+// (plus the bias, in fp32) to BF16 once, as libtorch's BF16 linear rounds its fp32 result, so no
+// libtorch operator runs after the products: with more than one intra-op thread (a caller outside
+// decoding's IntraOpThreadsScope) a parallel conversion would leave libgomp's worker spinning on the
+// core the pool's helper needs next (a 102400-row product read 22–26 GB/s that way against 34).
 // Rows of a pool item: about 32 KiB of BF16 weights, a multiple of four rows (the kernels' unit).
 int64_t gemvItemRows(int64_t cols) {
   return std::max<int64_t>(4, (int64_t{32} << 10) / std::max<int64_t>(1, cols * 2) / 4 * 4);
+}
+
+// Rows [r0, r1) of every batch row of the fp32 products y (row stride ldy), plus the fp32 bias when
+// there is one, rounded to BF16 into out (the same stride).
+void roundRows(const float* y, const float* bias, size_t r0, size_t r1, size_t batch, size_t ldy, uint16_t* out) {
+  for (size_t b = 0; b < batch; ++b)
+    for (size_t r = r0; r < r1; ++r) out[b * ldy + r] = kernels::floatToBf16(bias ? y[b * ldy + r] + bias[r] : y[b * ldy + r]);
 }
 
 template <class Rows>
@@ -108,19 +118,23 @@ at::Tensor gemvProject(const at::Tensor& x, int64_t rows, int64_t cols, kernels:
                        const std::optional<at::Tensor>& bias, const Rows& rowsOf) {
   const int64_t batch = x.numel() / cols;
   const at::Tensor xc = x.contiguous();
-  at::Tensor y = at::empty({batch, rows}, at::kFloat);
+  const at::Tensor y = at::empty({batch, rows}, at::kFloat);
+  at::Tensor out = at::empty({batch, rows}, at::kBFloat16);
+  const at::Tensor b = bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
+  const float* bs = b.defined() ? b.data_ptr<float>() : nullptr;
   const auto* xs = reinterpret_cast<const uint16_t*>(xc.data_ptr<at::BFloat16>());
   float* ys = y.data_ptr<float>();
+  auto* os = reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>());
   const int64_t itemRows = gemvItemRows(cols);
   const int64_t items = (rows + itemRows - 1) / itemRows;
   kernels::ComputePool::instance().run(items, [&](int64_t item) {
-    rowsOf(level, static_cast<size_t>(item * itemRows), static_cast<size_t>(std::min((item + 1) * itemRows, rows)),
-           xs, static_cast<size_t>(batch), ys, static_cast<size_t>(rows));
+    const auto r0 = static_cast<size_t>(item * itemRows), r1 = static_cast<size_t>(std::min((item + 1) * itemRows, rows));
+    rowsOf(level, r0, r1, xs, static_cast<size_t>(batch), ys, static_cast<size_t>(rows));
+    roundRows(ys, bs, r0, r1, static_cast<size_t>(batch), static_cast<size_t>(rows), os);
   });
-  if (bias) y.add_(bias->to(at::kFloat));
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = rows;
-  return y.to(at::kBFloat16).view(shape);
+  return out.view(shape);
 }
 
 }  // namespace
@@ -155,10 +169,12 @@ at::Tensor projectPerHead(const at::Tensor& x, const at::Tensor& weight) {
       cols <= 0 || n > kMaxGemvRows)
     return at::matmul(x, weight.transpose(1, 2));
   const at::Tensor xc = x.contiguous();
-  at::Tensor y = at::empty({heads, n, rows}, at::kFloat);
+  const at::Tensor y = at::empty({heads, n, rows}, at::kFloat);
+  at::Tensor out = at::empty({heads, n, rows}, at::kBFloat16);
   const auto* xs = reinterpret_cast<const uint16_t*>(xc.data_ptr<at::BFloat16>());
   const auto* w = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
   float* ys = y.data_ptr<float>();
+  auto* os = reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>());
   // Items as gemvProject cuts them, never across two heads.
   const int64_t itemRows = std::min(rows, gemvItemRows(cols));
   const int64_t perHead = (rows + itemRows - 1) / itemRows;
@@ -167,8 +183,10 @@ at::Tensor projectPerHead(const at::Tensor& x, const at::Tensor& weight) {
     kernels::gemvBf16(*level, w + h * rows * cols, static_cast<size_t>(cols), static_cast<size_t>(r0),
                       static_cast<size_t>(r1), xs + h * n * cols, static_cast<size_t>(n), ys + h * n * rows,
                       static_cast<size_t>(rows));
+    roundRows(ys + h * n * rows, nullptr, static_cast<size_t>(r0), static_cast<size_t>(r1), static_cast<size_t>(n),
+              static_cast<size_t>(rows), os + h * n * rows);
   });
-  return y.to(at::kBFloat16);
+  return out;
 }
 
 namespace {

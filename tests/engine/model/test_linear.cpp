@@ -7,6 +7,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include "kernels/bf16_gemv.h"
+#include "kernels/compute_pool.h"
 #include "model/linear.h"
 #include "model/moe_model_ops.h"
 
@@ -96,6 +98,40 @@ class TestLinear : public QObject {
 
   // Each head's product is project() on that head, bit for bit: the same kernel computes each row
   // from the same inputs whatever item it falls in. What the GEMV does not take is at::matmul exactly.
+  // The GEMV path rounds in its pool items, not with libtorch's conversion: bit for bit what libtorch
+  // makes of the same fp32 products (plus the fp32 bias), at every level, with one compute thread and
+  // with two, and with more intra-op threads than decoding uses (a caller outside its scope).
+  void projectRoundsItsFp32ProductsAsLibtorch() {
+    at::manual_seed(11);
+    const int64_t rowsOut = 1000, cols = 96;  // 1000 rows: several pool items, one not a multiple of 4
+    const at::Tensor w = (at::randn({rowsOut, cols}) * 0.05).to(at::kBFloat16);
+    const at::Tensor b = at::randn({rowsOut}).to(at::kBFloat16);
+    const int threadsBefore = kernels::ComputePool::instance().threads();
+    for (const int threads : {1, 2}) {
+      setComputeThreads(threads);
+      for (const kernels::GemvLevel level : kernels::supportedGemvLevels()) {
+        const MatmulScope scope(level == kernels::GemvLevel::Scalar ? MatmulKernel::Scalar
+                                : level == kernels::GemvLevel::Avx2 ? MatmulKernel::Avx2
+                                                                    : MatmulKernel::Avx512Bf16);
+        for (const int64_t n : {1, 5}) {
+          const at::Tensor x = at::randn({n, cols}).to(at::kBFloat16);
+          at::Tensor products = at::empty({n, rowsOut}, at::kFloat);
+          kernels::gemvBf16(level, reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()), cols, 0, rowsOut,
+                            reinterpret_cast<const uint16_t*>(x.data_ptr<at::BFloat16>()), static_cast<size_t>(n),
+                            products.data_ptr<float>(), rowsOut);
+          const QString what = QString("%1, n %2, %3 threads").arg(kernels::gemvLevelName(level)).arg(n).arg(threads);
+          QVERIFY2(at::equal(project(x, w), products.to(at::kBFloat16)), qPrintable(what));
+          QVERIFY2(at::equal(project(x, w, b), (products + b.to(at::kFloat)).to(at::kBFloat16)), qPrintable(what));
+          const at::Tensor heads = at::stack({w, w.flip(0)}), xh = at::stack({x, x.flip(0)});
+          const at::Tensor perHead = projectPerHead(xh, heads);
+          QVERIFY2(at::equal(perHead[0], project(x, w)) && at::equal(perHead[1], project(x.flip(0), w.flip(0))),
+                   qPrintable(what));
+        }
+      }
+    }
+    setComputeThreads(threadsBefore);
+  }
+
   void projectPerHeadIsEachHeadsProject() {
     at::manual_seed(4);
     const at::Tensor w = (at::randn({5, 72, 40}) * 0.05).to(at::kBFloat16);
