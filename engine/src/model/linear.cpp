@@ -110,7 +110,8 @@ int64_t gemvItemRows(int64_t cols) {
 // there is one, rounded to BF16 into out (the same stride).
 void roundRows(const float* y, const float* bias, size_t r0, size_t r1, size_t batch, size_t ldy, uint16_t* out) {
   for (size_t b = 0; b < batch; ++b)
-    for (size_t r = r0; r < r1; ++r) out[b * ldy + r] = kernels::floatToBf16(bias ? y[b * ldy + r] + bias[r] : y[b * ldy + r]);
+    for (size_t r = r0; r < r1; ++r)
+      out[b * ldy + r] = kernels::floatToBf16(bias ? y[b * ldy + r] + bias[r] : y[b * ldy + r]);
 }
 
 template <class Rows>
@@ -128,7 +129,8 @@ at::Tensor gemvProject(const at::Tensor& x, int64_t rows, int64_t cols, kernels:
   const int64_t itemRows = gemvItemRows(cols);
   const int64_t items = (rows + itemRows - 1) / itemRows;
   kernels::ComputePool::instance().run(items, [&](int64_t item) {
-    const auto r0 = static_cast<size_t>(item * itemRows), r1 = static_cast<size_t>(std::min((item + 1) * itemRows, rows));
+    const auto r0 = static_cast<size_t>(item * itemRows);
+    const auto r1 = static_cast<size_t>(std::min((item + 1) * itemRows, rows));
     rowsOf(level, r0, r1, xs, static_cast<size_t>(batch), ys, static_cast<size_t>(rows));
     roundRows(ys, bs, r0, r1, static_cast<size_t>(batch), static_cast<size_t>(rows), os);
   });

@@ -96,8 +96,6 @@ class TestLinear : public QObject {
     QVERIFY(at::equal(project(x, w), at::linear(x, w)));
   }
 
-  // Each head's product is project() on that head, bit for bit: the same kernel computes each row
-  // from the same inputs whatever item it falls in. What the GEMV does not take is at::matmul exactly.
   // The GEMV path rounds in its pool items, not with libtorch's conversion: bit for bit what libtorch
   // makes of the same fp32 products (plus the fp32 bias), at every level, with one compute thread and
   // with two, and with more intra-op threads than decoding uses (a caller outside its scope).
@@ -106,7 +104,10 @@ class TestLinear : public QObject {
     const int64_t rowsOut = 1000, cols = 96;  // 1000 rows: several pool items, one not a multiple of 4
     const at::Tensor w = (at::randn({rowsOut, cols}) * 0.05).to(at::kBFloat16);
     const at::Tensor b = at::randn({rowsOut}).to(at::kBFloat16);
-    const int threadsBefore = kernels::ComputePool::instance().threads();
+    struct RestoreThreads {  // also when an assertion returns early
+      int threads = kernels::ComputePool::instance().threads();
+      ~RestoreThreads() { setComputeThreads(threads); }
+    } restore;
     for (const int threads : {1, 2}) {
       setComputeThreads(threads);
       for (const kernels::GemvLevel level : kernels::supportedGemvLevels()) {
@@ -129,9 +130,10 @@ class TestLinear : public QObject {
         }
       }
     }
-    setComputeThreads(threadsBefore);
   }
 
+  // Each head's product is project() on that head, bit for bit: the same kernel computes each row
+  // from the same inputs whatever item it falls in. What the GEMV does not take is at::matmul exactly.
   void projectPerHeadIsEachHeadsProject() {
     at::manual_seed(4);
     const at::Tensor w = (at::randn({5, 72, 40}) * 0.05).to(at::kBFloat16);
