@@ -194,8 +194,10 @@ class TestCli : public QObject {
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
     QVERIFY(r.out.contains("scalar split"));
     QMap<QString, double> errors;
-    for (const auto& k : readJsonFile(tmp / "kernels.json")["gemv"].toArray()[0].toObject()["kernels"].toArray())
+    for (const auto& k : readJsonFile(tmp / "kernels.json")["gemv"].toArray()[0].toObject()["kernels"].toArray()) {
       errors[k.toObject()["kernel"].toString()] = k.toObject()["max_relative_error"].toDouble();
+      QVERIFY(k.toObject()["sustained_gb_per_s"].toDouble() > 0);
+    }
     QVERIFY(errors.contains("libtorch") && errors.contains("scalar") && errors.contains("scalar split"));
     for (auto it = errors.cbegin(); it != errors.cend(); ++it)
       if (it.key().endsWith(" split")) QCOMPARE(it.value(), errors.value(it.key().chopped(6), -1));

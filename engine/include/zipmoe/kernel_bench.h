@@ -27,6 +27,10 @@ struct GemvFigure {
                                  // "… nibble": from `nibble` codes read in place (4 row shards) and the SM plane
   double microseconds = 0;       // per product, median of the timed products
   double gbPerSecond = 0;        // the matrix's BF16 bytes ÷ time (whatever form the kernel reads)
+  // The matrix's BF16 bytes of all timed products ÷ their total time: what a decode step, which
+  // issues products back to back, sees. Below gbPerSecond on this VM, whose memory serves some
+  // products much faster than it sustains.
+  double sustainedGbPerSecond = 0;
   double maxRelativeError = 0;   // against libtorch's result, relative to its mean magnitude
 };
 // y = x · Wᵀ for W [rows × cols] and x [batch × cols], BF16, on `threads` compute threads (0 = every
@@ -35,7 +39,8 @@ struct GemvFigure {
 // its weights from memory, not from a cache, as decoding does. Each project kernel is measured twice:
 // on the BF16 words and on the same weights' split planes (exponent and sign-mantissa, one byte per
 // weight each: what a C/S/E hit or a miss is computed from when recovery is fused), "<kernel> split".
-// `hugePages`: every copy of the BF16 words in memory advised for transparent huge pages before it
+// libtorch is measured last: its parallel operators leave OpenMP's workers spinning for a while,
+// on the cores the project's kernels would need. `hugePages`: every copy of the BF16 words in memory advised for transparent huge pages before it
 // is written (emptyWeight, as the model's loaded weights are); otherwise libtorch's allocation.
 std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, size_t workingSetBytes, int repeats,
                                     int threads = 0, bool hugePages = false);

@@ -156,13 +156,14 @@ std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, s
     MatmulKernel kernel;
     Source source;
   };
-  std::vector<Kernel> kernels = {{"libtorch", MatmulKernel::Libtorch, Source::Words}};
+  std::vector<Kernel> kernels;
   for (const MatmulKernel k : {MatmulKernel::Scalar, MatmulKernel::Avx2, MatmulKernel::Avx512Bf16})
     if (matmulKernelSupported(k)) {
       kernels.push_back({matmulKernelName(k), k, Source::Words});
       kernels.push_back({std::string(matmulKernelName(k)) + " split", k, Source::Split});
       if (nibbleOk) kernels.push_back({std::string(matmulKernelName(k)) + " nibble", k, Source::Nibble});
     }
+  kernels.push_back({"libtorch", MatmulKernel::Libtorch, Source::Words});  // last: see kernel_bench.h
   std::vector<GemvFigure> out;
   for (const Kernel& k : kernels) {
     const MatmulScope scope(k.kernel);
@@ -187,10 +188,13 @@ std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, s
       const at::Tensor y = product(i % copies);
       times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
+    double total = 0;
+    for (const double t : times) total += t;
     std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
     const double median = times[times.size() / 2];
     f.microseconds = median * 1e6;
     f.gbPerSecond = static_cast<double>(matrixBytes) / median / 1e9;
+    f.sustainedGbPerSecond = static_cast<double>(matrixBytes) * static_cast<double>(times.size()) / total / 1e9;
     out.push_back(f);
   }
   return out;

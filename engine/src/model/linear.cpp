@@ -93,17 +93,26 @@ MatmulScope::~MatmulScope() { currentKernel = previous_; }
 namespace {
 
 // y = x · Wᵀ on the GEMV kernels: `rowsOf(level, rowBegin, rowEnd, x, batch, y, ldy)` computes a range
-// of W's rows. The rows are cut into items of about 32 KiB of weights (a multiple of four rows, the
-// kernels' unit) that the compute pool's threads claim one by one (kernels/compute_pool.h): a thread
-// the runtime's workers have preempted delays the product by one item at most, not by its share. A
-// row's result does not depend on the item it falls in. Each item rounds its rows' fp32 results
-// (plus the bias, in fp32) to BF16 once, as libtorch's BF16 linear rounds its fp32 result, so no
-// libtorch operator runs after the products: with more than one intra-op thread (a caller outside
-// decoding's IntraOpThreadsScope) a parallel conversion would leave libgomp's worker spinning on the
-// core the pool's helper needs next (a 102400-row product read 22–26 GB/s that way against 34).
-// Rows of a pool item: about 32 KiB of BF16 weights, a multiple of four rows (the kernels' unit).
-int64_t gemvItemRows(int64_t cols) {
-  return std::max<int64_t>(4, (int64_t{32} << 10) / std::max<int64_t>(1, cols * 2) / 4 * 4);
+// of W's rows. The rows are cut into items (gemvItemRows) that the compute pool's threads claim one by
+// one (kernels/compute_pool.h): a thread the runtime's workers have preempted delays the product by
+// one item at most, not by its share. A row's result does not depend on the item it falls in. Each
+// item rounds its rows' fp32 results (plus the bias, in fp32) to BF16 once, as libtorch's BF16 linear
+// rounds its fp32 result, so no libtorch operator runs after the products: with more than one
+// intra-op thread (a caller outside decoding's IntraOpThreadsScope) a parallel conversion would leave
+// libgomp's worker spinning on the core the pool's helper needs next (a 102400-row product read
+// 22–26 GB/s that way against 34).
+//
+// Rows of a pool item: one sequential stream of up to 256 KiB of BF16 weights. The hardware
+// prefetchers need the first lines of a stream to follow it, so every item starts cold: a 2048 × 1408
+// product read 26.6 GB/s in 22 KiB items and 32.1 in 132 KiB ones (docs/MODEL.md, "One stream per
+// item"). A small product gets smaller items, some eight per thread, so that the one thread
+// computing its last item does not leave the others waiting long; never under 32 KiB, and a
+// multiple of four rows (the AVX2 kernel's unit).
+int64_t gemvItemRows(int64_t rows, int64_t cols) {
+  const int64_t rowBytes = std::max<int64_t>(1, cols * 2);
+  const int64_t share = rows * rowBytes / (8 * int64_t{kernels::ComputePool::instance().threads()});
+  const int64_t bytes = std::clamp<int64_t>(share, int64_t{32} << 10, int64_t{256} << 10);
+  return std::max<int64_t>(4, bytes / rowBytes / 4 * 4);
 }
 
 // Rows [r0, r1) of every batch row of the fp32 products y (row stride ldy), plus the fp32 bias when
@@ -126,7 +135,7 @@ at::Tensor gemvProject(const at::Tensor& x, int64_t rows, int64_t cols, kernels:
   const auto* xs = reinterpret_cast<const uint16_t*>(xc.data_ptr<at::BFloat16>());
   float* ys = y.data_ptr<float>();
   auto* os = reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>());
-  const int64_t itemRows = gemvItemRows(cols);
+  const int64_t itemRows = gemvItemRows(rows, cols);
   const int64_t items = (rows + itemRows - 1) / itemRows;
   kernels::ComputePool::instance().run(items, [&](int64_t item) {
     const auto r0 = static_cast<size_t>(item * itemRows);
@@ -178,7 +187,7 @@ at::Tensor projectPerHead(const at::Tensor& x, const at::Tensor& weight) {
   float* ys = y.data_ptr<float>();
   auto* os = reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>());
   // Items as gemvProject cuts them, never across two heads.
-  const int64_t itemRows = std::min(rows, gemvItemRows(cols));
+  const int64_t itemRows = std::min(rows, gemvItemRows(rows, cols));
   const int64_t perHead = (rows + itemRows - 1) / itemRows;
   kernels::ComputePool::instance().run(heads * perHead, [&](int64_t item) {
     const int64_t h = item / perHead, r0 = item % perHead * itemRows, r1 = std::min(r0 + itemRows, rows);
@@ -281,7 +290,7 @@ void gatedMlpGemv(const uint16_t* x, int64_t n, const GemvWeight& gate, const Ge
   float* u = g + rows * w;
   uint16_t* h = gated.data();
   kernels::ComputePool& pool = kernels::ComputePool::instance();
-  const int64_t upRows = gemvItemRows(cols);
+  const int64_t upRows = gemvItemRows(width, cols);
   pool.run((width + upRows - 1) / upRows, [&](int64_t item) {
     const auto r0 = static_cast<size_t>(item * upRows);
     const auto r1 = static_cast<size_t>(std::min(width, (item + 1) * upRows));
@@ -297,7 +306,7 @@ void gatedMlpGemv(const uint16_t* x, int64_t n, const GemvWeight& gate, const Ge
   });
   // The gate and up products are consumed: their buffer takes down's.
   float* y = products.data();
-  const int64_t downRows = gemvItemRows(width);
+  const int64_t downRows = gemvItemRows(cols, width);
   pool.run((cols + downRows - 1) / downRows, [&](int64_t item) {
     const auto r0 = static_cast<size_t>(item * downRows);
     const auto r1 = static_cast<size_t>(std::min(cols, (item + 1) * downRows));
