@@ -40,8 +40,9 @@ struct GemvFigure {
 // on the BF16 words and on the same weights' split planes (exponent and sign-mantissa, one byte per
 // weight each: what a C/S/E hit or a miss is computed from when recovery is fused), "<kernel> split".
 // libtorch is measured last: its parallel operators leave OpenMP's workers spinning for a while,
-// on the cores the project's kernels would need. `hugePages`: every copy of the BF16 words in memory advised for transparent huge pages before it
-// is written (emptyWeight, as the model's loaded weights are); otherwise libtorch's allocation.
+// on the cores the project's kernels would need. `hugePages`: every copy of the BF16 words in memory
+// advised for transparent huge pages before it is written (emptyWeight, as the model's loaded
+// weights are); otherwise libtorch's allocation.
 std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, size_t workingSetBytes, int repeats,
                                     int threads = 0, bool hugePages = false);
 

@@ -87,7 +87,7 @@ class TestBf16Gemv : public QObject {
  private Q_SLOTS:
   void everyLevelMatchesADoubleSum() {
     std::mt19937 rng(11);
-    // 200 and 226: the AVX-512 kernel's 128-column steps, then 32-column ones, then (226) a masked tail.
+    // 200 and 226: the AVX-512 kernel's 128-column steps, then 32-column ones, then a masked tail.
     const size_t colsList[] = {1, 7, 8, 9, 31, 32, 33, 63, 64, 100, 200, 226, 257, 1408, 2053};
     for (const GemvLevel level : supportedGemvLevels()) {
       for (const size_t cols : colsList) {
