@@ -80,11 +80,14 @@ int runBenchKernels(const Args& arguments) {
   j["threads"] = threads;
   j["huge_pages"] = hugePages;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::printf("memory read bandwidth (%.0f MiB buffer, best of %d):\n", static_cast<double>(bytes) / 1048576.0, repeats);
+  std::printf("memory read bandwidth (%.0f MiB buffer, %d passes: best, median, slowest):\n",
+              static_cast<double>(bytes) / 1048576.0, repeats);
   for (int t = 1; t <= cores; t = t == cores ? cores + 1 : std::min(cores, t * 2)) {
     const BandwidthFigure b = measureReadBandwidth(bytes, t, repeats);
-    std::printf("  %2d thread%s  %6.1f GB/s\n", t, t == 1 ? " " : "s", b.gbPerSecond);
-    j["bandwidth"].push_back({{"threads", t}, {"gb_per_s", b.gbPerSecond}});
+    std::printf("  %2d thread%s  %6.1f  %6.1f  %6.1f GB/s\n", t, t == 1 ? " " : "s", b.gbPerSecond, b.medianGbPerSecond,
+                b.worstGbPerSecond);
+    j["bandwidth"].push_back({{"threads", t}, {"gb_per_s", b.gbPerSecond}, {"median_gb_per_s", b.medianGbPerSecond},
+                              {"slowest_gb_per_s", b.worstGbPerSecond}});
   }
   std::printf("\nBF16 GEMV, batch %d, weights read from memory%s, %s compute threads (the median product; sust.: all\n"
               "products' bytes ÷ their time):\n",

@@ -39,7 +39,8 @@ int runProfile(const Args& arguments) {
   const CostProfile p = profileStore(*store, mode, dtype, threads, samples);
   const std::filesystem::path path = out.empty() ? dir / "profile.json" : std::filesystem::path(out);
   saveCostProfile(p, path);
-  std::printf("host           %s\nstore          %s\nread mode      %s\n", p.host.c_str(), p.storeId.c_str(), p.readMode.c_str());
+  std::printf("host           %s\nstore          %s\nread mode      %s\nkernels        %s\n", p.host.c_str(),
+              p.storeId.c_str(), p.readMode.c_str(), p.kernels.c_str());
   std::printf("u  SM-chunk read          %9.3f ms\n", p.smRead * 1e3);
   std::printf("v  E-chunk read           %9.3f ms\n", p.eRead * 1e3);
   std::printf("c  E-chunk decompression  %9.3f ms\n", p.decompress * 1e3);

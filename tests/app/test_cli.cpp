@@ -76,7 +76,8 @@ class TestCli : public QObject {
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
     for (const char* s : {"**Responsiveness vs budget**", "**Throughput vs batch size**", "**End-to-end latency vs output length**",
                           "**Cache-policy ablation**", "**Scheduler quality**", "**Threads**", "| zipmoe |", "| full-lru |",
-                          "| zipmoe-fifo-schedule |", "| zipmoe-workers:2 |", "|---|"})
+                          "| zipmoe-fifo-schedule |", "| zipmoe-workers:2 |", "|---|", "(median of 9 passes between two resident runs; TPOT / floor ",
+                          ", over the best pass's floor ("})
       QVERIFY2(r.out.contains(s), s);
 
     r = runCli({"bench", "compare", path(suites), path(suites)});
@@ -204,6 +205,7 @@ class TestCli : public QObject {
     r = runCli({"info"});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
     QVERIFY(r.out.contains("libtorch"));
+    QVERIFY2(r.out.contains("measured by code 'code "), qPrintable(r.out));  // the cost profile's kernels
   }
 
   void generateAndChatStreamAndReportTimings() {
@@ -419,12 +421,25 @@ class TestCli : public QObject {
       // that they are reported), and each measured result pointing at the reference of its shape.
       const QJsonObject reference = doc["reference"].toObject();
       QVERIFY2(reference["read_bandwidth_gb_per_s"].isDouble(), name);
+      // The floor's bandwidth is the median pass, never above the best one kept beside it.
+      QCOMPARE(reference["read_bandwidth_statistic"].toString(), QString("median of 9 passes between two resident runs"));
+      QVERIFY2(reference["read_bandwidth_best_pass_gb_per_s"].toDouble() >= reference["read_bandwidth_gb_per_s"].toDouble(),
+               name);
       const QJsonArray residents = reference["resident"].toArray();
       QVERIFY2(!residents.isEmpty(), name);
       std::set<double> residentTpot;
       for (const auto v : residents) {
         const QJsonObject ref = v.toObject();
         QVERIFY2(ref["tpot_ms"].isDouble() && ref["floor_ms"].isDouble(), name);
+        QVERIFY2(ref["best_pass_floor_ms"].toDouble() <= ref["floor_ms"].toDouble(), name);
+        // Each reference: two resident runs with its own bandwidth between them, its TPOT their mean.
+        QCOMPARE(ref["runs"].toInt(), 2);
+        const QJsonArray runTpot = ref["run_tpot_ms"].toArray();
+        QCOMPARE(runTpot.size(), 2);
+        QCOMPARE(ref["tpot_ms"].toDouble(), (runTpot[0].toDouble() + runTpot[1].toDouble()) / 2);
+        QVERIFY2(ref["read_bandwidth_slowest_pass_gb_per_s"].toDouble() <= ref["read_bandwidth_gb_per_s"].toDouble() &&
+                     ref["read_bandwidth_gb_per_s"].toDouble() <= ref["read_bandwidth_best_pass_gb_per_s"].toDouble(),
+                 name);
         QVERIFY2(ref["weight_mb_per_step"].toDouble() > 0, name);  // bytes a step reads, not a time
         residentTpot.insert(ref["tpot_ms"].toDouble());
       }

@@ -15,11 +15,16 @@ namespace zipmoe {
 
 struct BandwidthFigure {
   int threads = 0;
-  size_t bytes = 0;          // buffer read per pass
-  double gbPerSecond = 0;    // best pass, 1e9 bytes per second
+  size_t bytes = 0;              // buffer read per pass
+  double gbPerSecond = 0;        // best pass, 1e9 bytes per second
+  // The median and the slowest pass. On this VM a pass now and then reads far faster than the
+  // memory sustains (55 against 34 GB/s, docs/BENCHMARKS.md run 25): a floor taken from the best
+  // pass is a burst, the median is what the machine delivers (the benches' floor).
+  double medianGbPerSecond = 0;
+  double worstGbPerSecond = 0;
 };
 // Streams a `bytes` buffer (allocated and touched first) with `threads` threads, each its own slice,
-// SIMD loads; the best of `repeats` passes.
+// SIMD loads, `repeats` passes.
 BandwidthFigure measureReadBandwidth(size_t bytes, int threads, int repeats);
 
 struct GemvFigure {

@@ -10,6 +10,7 @@
 
 #include "model/linear.h"
 #include "zipmoe/bf16_split.h"
+#include "zipmoe/cost_profile.h"
 #include "zipmoe/exponent_codec.h"
 #include "zipmoe/model.h"
 
@@ -30,6 +31,7 @@ std::string buildInfo() {
     }
   o << "; prefill: libtorch; " << availableCpus() << " compute threads by default (libtorch's own default here: "
     << at::get_num_threads() << ")\n";
+  o << "cost profile  measured by code '" << kernelsIdentity() << "' (a saved profile must name the same)\n";
   o << "codecs       ";
   for (const auto& s : benchmarkCodecSpecs()) o << " " << describe(s);
   o << "\n";

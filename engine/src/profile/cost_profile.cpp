@@ -61,6 +61,7 @@ CostProfile measureCostProfile(const Store& store, ReadMode mode, int samples) {
   p.host = hostIdentity();
   p.storeId = storeIdentity(store);
   p.readMode = modeName(mode);
+  p.kernels = kernelsIdentity();
   const int layers = m.numLayers(), experts = m.numExperts, kinds = m.numKinds();
   const int total = layers * experts * kinds;
   uint64_t maxChunk = 0, maxNumel = 0;
@@ -310,6 +311,9 @@ void checkProfile(const CostProfile& profile, const Store& store, ReadMode mode,
                 " is '" + id + "'); run `zipmoe profile " + store.dir().string() + "`");
   if (profile.readMode != modeName(mode))
     throw Error(what + ": measured with " + profile.readMode + " reads, the runtime uses " + modeName(mode) + " reads");
+  if (profile.kernels != kernelsIdentity())
+    throw Error(what + ": measured by other code (kernels '" + profile.kernels + "', this build's are '" +
+                kernelsIdentity() + "'); run `zipmoe profile " + store.dir().string() + "` with this build");
 }
 
 void saveCostProfile(const CostProfile& p, const std::filesystem::path& path) {
@@ -318,6 +322,7 @@ void saveCostProfile(const CostProfile& p, const std::filesystem::path& path) {
                             {"host", p.host},
                             {"store", p.storeId},
                             {"read_mode", p.readMode},
+                            {"kernels", p.kernels},
                             {"sm_read_s", p.smRead},
                             {"e_read_s", p.eRead},
                             {"decompress_s", p.decompress},
@@ -374,11 +379,14 @@ std::optional<CostProfile> loadMatchingProfile(const std::filesystem::path& path
   int version = 0;
   CostProfile p = loadProfile(path, &version);
   if (version < kCostProfileVersion) {
-    // Loadable (no contention figures: the paper's cost model), but the planner would not see this
-    // machine's contention: measure it again.
+    // Loadable, but measured without something the runtime now relies on: measure it again.
+    // Version 1 has no contention figures (the paper's cost model: the planner would not see this
+    // machine's contention); version 2 does not name the code it timed (it may be an older kernel's).
+    const char* lacks = version < 2 ? " has no contention figures (field 'contention'"
+                                    : " does not name the code it timed (field 'kernels'";
     if (whyNot)
-      *whyNot = path.string() + ": cost-profile version " + std::to_string(version) +
-                " has no contention figures (field 'contention', version " + std::to_string(kCostProfileVersion) + ")";
+      *whyNot = path.string() + ": cost-profile version " + std::to_string(version) + lacks + ", version " +
+                std::to_string(kCostProfileVersion) + ")";
     return std::nullopt;
   }
   try {
@@ -432,6 +440,7 @@ CostProfile loadProfile(const std::filesystem::path& path, int* versionOut) {
   p.computeBase = number("compute_base_s");
   p.computePerToken = number("compute_per_token_s");
   if (version < 2) return p;  // version 1: no coalesced-read or contention figures (0: not measured)
+  if (version >= 3) p.kernels = text("kernels");
   p.tensorRead = number("tensor_read_s");
   if (!j.contains("contention") || !j["contention"].is_object())
     throw Error(what + ": field 'contention' must be an object");

@@ -4,6 +4,7 @@
 // while the budget moves during generation. Engine::open measures and reuses a cost profile.
 #include <QtTest>
 
+#include <algorithm>
 #include <functional>
 #include <cstring>
 #include <fstream>
@@ -398,6 +399,21 @@ class TestGenerationBitExact : public QObject {
     p.host = "another | cpu | 1 cores";
     saveCostProfile(p, foreign.profilePath);
     ZIPMOE_EXPECT_ERROR(Engine::open(store, foreign), "another machine");
+    // A store's profile timed by other code (an older build's kernels) is measured again, with a
+    // status saying why, and replaced by this build's.
+    engine.reset();
+    p = loadCostProfile(store / "profile.json");
+    p.kernels = "code 0123456789abcdef; Debug build, GNU 12.2.0";
+    saveCostProfile(p, store / "profile.json");
+    std::vector<std::string> said;
+    EngineOptions upgraded = withRuntime;
+    upgraded.onStatus = [&](const std::string& s) { said.push_back(s); };
+    engine = Engine::open(store, upgraded);
+    QVERIFY(std::any_of(said.begin(), said.end(), [](const std::string& s) {
+      return s.find("re-measuring") != std::string::npos && s.find("0123456789abcdef") != std::string::npos;
+    }));
+    QCOMPARE(loadCostProfile(store / "profile.json").kernels, kernelsIdentity());
+    QCOMPARE(textOf(*engine), expected);
   }
 };
 

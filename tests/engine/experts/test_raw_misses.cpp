@@ -150,7 +150,7 @@ class TestRawMisses : public QObject {
     QCOMPARE(q.computeSlowdown(), 1.0);
     ZIPMOE_EXPECT_ERROR(measureContention(q, *f_.opened, ReadMode::Direct, 0, spin, 2), "worker");
 
-    // Saved and loaded intact (version 2).
+    // Saved and loaded intact (version 3).
     const auto path = dir_ / "profile.json";
     saveCostProfile(p, path);
     const CostProfile back = loadCostProfile(path);
@@ -185,9 +185,46 @@ class TestRawMisses : public QObject {
     std::ofstream(dir_ / "bad2.json") << j.dump();
     ZIPMOE_EXPECT_ERROR(loadCostProfile(dir_ / "bad2.json"), "bad2.json", "contention");
     j = nlohmann::json::parse(zipmoe::testing::readText(path));
-    j["version"] = 3;
-    std::ofstream(dir_ / "v3.json") << j.dump();
-    ZIPMOE_EXPECT_ERROR(loadCostProfile(dir_ / "v3.json"), "v3.json", "version");
+    j["version"] = 4;
+    std::ofstream(dir_ / "v4.json") << j.dump();
+    ZIPMOE_EXPECT_ERROR(loadCostProfile(dir_ / "v4.json"), "v4.json", "version");
+    j = nlohmann::json::parse(zipmoe::testing::readText(path));
+    j["kernels"] = 7;
+    std::ofstream(dir_ / "bad3.json") << j.dump();
+    ZIPMOE_EXPECT_ERROR(loadCostProfile(dir_ / "bad3.json"), "bad3.json", "'kernels'");
+  }
+
+  // A profile names the code that timed it; one timed by other code (an older kernel) or naming none
+  // (version 2) loads but does not fit, so that the engine measures this build's costs.
+  void aProfileFromOtherCodeDoesNotFit() {
+    const std::string here = kernelsIdentity();
+    QVERIFY2(here.rfind("code ", 0) == 0 && here.size() > 22 && here.find(" build, ") != std::string::npos, here.c_str());
+    QCOMPARE(f_.directProfile.kernels, here);
+    const auto path = dir_ / "kernels.json";
+    saveCostProfile(f_.directProfile, path);
+    QCOMPARE(loadCostProfile(path).kernels, here);
+    QVERIFY(loadMatchingProfile(path, *f_.opened, ReadMode::Direct).has_value());
+
+    nlohmann::json j = nlohmann::json::parse(zipmoe::testing::readText(path));
+    j["kernels"] = "code 0123456789abcdef; Release build, GNU 12.2.0";
+    std::ofstream(dir_ / "older.json") << j.dump();
+    QCOMPARE(loadCostProfile(dir_ / "older.json").smRead, f_.directProfile.smRead);  // still readable
+    std::string whyNot;
+    QVERIFY(!loadMatchingProfile(dir_ / "older.json", *f_.opened, ReadMode::Direct, &whyNot));
+    QVERIFY2(whyNot.find("older.json") != std::string::npos && whyNot.find("0123456789abcdef") != std::string::npos &&
+                 whyNot.find(here) != std::string::npos && whyNot.find("zipmoe profile") != std::string::npos,
+             whyNot.c_str());
+    ZIPMOE_EXPECT_ERROR(checkProfile(loadCostProfile(dir_ / "older.json"), *f_.opened, ReadMode::Direct, "p"),
+                        "other code", "0123456789abcdef");
+
+    j = nlohmann::json::parse(zipmoe::testing::readText(path));
+    j["version"] = 2;
+    j.erase("kernels");
+    std::ofstream(dir_ / "v2.json") << j.dump();
+    QVERIFY(loadCostProfile(dir_ / "v2.json").kernels.empty());
+    whyNot.clear();
+    QVERIFY(!loadMatchingProfile(dir_ / "v2.json", *f_.opened, ReadMode::Direct, &whyNot));
+    QVERIFY2(whyNot.find("v2.json") != std::string::npos && whyNot.find("'kernels'") != std::string::npos, whyNot.c_str());
   }
 };
 
