@@ -192,11 +192,13 @@ class SuiteRunner {
     if (o_.resident) {
       json refs = json::array();
       for (const auto& key : usedReferences_) refs.push_back(references_.at(key).second);
-      doc["reference"] = {{"read_bandwidth_gb_per_s", bandwidthGBs_},
+      // The suite-level bandwidth is its first reference's (each reference has its own).
+      const json& first = refs.empty() ? json::object() : refs.front();
+      doc["reference"] = {{"read_bandwidth_gb_per_s", first.value("read_bandwidth_gb_per_s", 0.0)},
                           {"read_bandwidth_statistic", "median of 9 passes between two resident runs"},
-                          {"read_bandwidth_best_pass_gb_per_s", bandwidthBestGBs_},
-                          {"bandwidth_threads", bandwidthThreads_},
-                          {"bandwidth_buffer_mib", static_cast<double>(bandwidthBytes_) / (1 << 20)},
+                          {"read_bandwidth_best_pass_gb_per_s", first.value("read_bandwidth_best_pass_gb_per_s", 0.0)},
+                          {"bandwidth_threads", first.value("bandwidth_threads", 0)},
+                          {"bandwidth_buffer_mib", first.value("bandwidth_buffer_mib", 0.0)},
                           {"resident", refs}};
     }
     const auto path = o_.out / (suite + "-" + w_.spec().label + ".json");
@@ -214,10 +216,6 @@ class SuiteRunner {
 
  private:
   bool warmedUp_ = false;  // once per process: the suites after the first find it warm
-  double bandwidthGBs_ = 0;  // this machine's read bandwidth, every core, at the first reference: median pass
-  double bandwidthBestGBs_ = 0;  // its best pass
-  int bandwidthThreads_ = 0;
-  size_t bandwidthBytes_ = 0;  // the buffer it streamed
   // The all-resident reference per run shape: its result and its JSON (the step's floor included).
   std::map<std::string, std::pair<RunResult, json>> references_;
   std::vector<std::string> usedReferences_;  // the shapes this suite used, in first-use order
@@ -251,12 +249,6 @@ class SuiteRunner {
     std::printf("  read bandwidth: %.1f GB/s (median of 9 passes over %.0f MiB, %d threads; best %.1f, slowest %.1f)\n",
                 b.medianGbPerSecond, static_cast<double>(bytes) / (1 << 20), threads, b.gbPerSecond,
                 b.worstGbPerSecond);
-    if (bandwidthGBs_ == 0) {  // the suite-level figure: the first reference's
-      bandwidthGBs_ = b.medianGbPerSecond;
-      bandwidthBestGBs_ = b.gbPerSecond;
-      bandwidthThreads_ = threads;
-      bandwidthBytes_ = bytes;
-    }
     RunResult r = first;
     r.tpotMs = (first.tpotMs + second.tpotMs) / 2;
     r.ttftMs = (first.ttftMs + second.ttftMs) / 2;
@@ -273,7 +265,8 @@ class SuiteRunner {
               {"tpot_over_floor", floorMs > 0 ? r.tpotMs / floorMs : 0.0}, {"best_pass_floor_ms", bestFloorMs},
               {"tpot_over_best_pass_floor", bestFloorMs > 0 ? r.tpotMs / bestFloorMs : 0.0},
               {"read_bandwidth_gb_per_s", b.medianGbPerSecond}, {"read_bandwidth_best_pass_gb_per_s", b.gbPerSecond},
-              {"read_bandwidth_slowest_pass_gb_per_s", b.worstGbPerSecond},
+              {"read_bandwidth_slowest_pass_gb_per_s", b.worstGbPerSecond}, {"bandwidth_threads", threads},
+              {"bandwidth_buffer_mib", static_cast<double>(bytes) / (1 << 20)},
               {"run_tpot_ms", {first.tpotMs, second.tpotMs}}, {"run_ttft_ms", {first.ttftMs, second.ttftMs}},
               {"runs", 2}};
     return references_.emplace(key, std::make_pair(r, std::move(j))).first->second.first;
