@@ -408,7 +408,7 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
   // Every runtime starts from the operation costs the earlier runs of this workload observed (the
   // warm-up pass's first): as a user's would, after a first chat on the machine.
   if (observed_.any()) o.observed = observed_;
-  if (settings.historyPrompts > 0 && d.trace && o.mode == OffloadMode::ZipMoE)
+  if (settings.historyPrompts > 0 && d.trace && (o.mode == OffloadMode::ZipMoE || settings.warmStart))
     o.history = traceHistory(*d.trace, settings, d.store->manifest().numLayers(), d.store->manifest().numExperts);
   std::shared_ptr<ExpertRuntime> rt;
   try {
@@ -425,6 +425,12 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
     prefetch.oracleAccuracy = system.oracleAccuracy >= 0 ? system.oracleAccuracy : kMeasuredPrefetchRecall;
   }
   d.model->setPrefetch(prefetch);
+  if (settings.warmStart) {
+    const WarmUpResult warm = rt->warmUp();
+    result.warmStartMs = warm.seconds * 1e3;
+    result.warmStartExperts = warm.experts;
+    result.warmStartBytes = warm.bytesRead;
+  }
   RuntimeStats atWarm = rt->stats();
   decodeRounds(settings, result, [&] {
     atWarm = rt->stats();

@@ -77,6 +77,10 @@ struct RunSettings {
   // after the highest measured prompt (never a measured one): as the app starts from the statistics
   // of earlier chats it keeps in SQLite. 0: from the prior, as a first session does.
   int historyPrompts = 0;
+  // Every offloading system fills its pools before the first prompt (ExpertRuntime::warmUp), from
+  // the history above, which the full-tensor baselines then get too (to rank what they keep; their
+  // LRU/FIFO eviction does not look at it). The wait is not part of TTFT; the result reports it.
+  bool warmStart = false;
   // Trace replay: once a prompt's counts are replayed, later tokens come from a Pólya urn with this
   // many tokens of the layer's counts as prior (TraceRouting::setContinuation); 0: the counts again.
   double traceContinuation = 0;
@@ -118,6 +122,9 @@ struct RunResult {
   // The runtime's time between expert batches (attention, router, shared experts, sampling) per
   // forward step after the warm-up: the dense part of a step, as the app measures it (0: resident).
   double denseMsPerStep = 0;
+  // RunSettings::warmStart: what the warm start did before the first prompt.
+  double warmStartMs = 0;
+  uint64_t warmStartExperts = 0, warmStartBytes = 0;
 };
 
 class BenchWorkload {

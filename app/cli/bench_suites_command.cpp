@@ -111,6 +111,8 @@ json resultJson(const std::string& system, const Measured& m) {
     j.update({{"resident_tpot_ms", m.residentTpotMs},
               {"stall_ms_per_token", r.tpotMs - m.residentTpotMs},
               {"resident_ttft_ms", m.residentTtftMs}});
+  if (r.warmStartExperts > 0 || r.warmStartMs > 0)
+    j["warm_start"] = {{"ms", r.warmStartMs}, {"experts", r.warmStartExperts}, {"bytes", r.warmStartBytes}};
   if (r.prefetch)
     j["prefetch"] = {{"recall", r.prefetchRecall}, {"exact", r.prefetchExact}, {"coverage", r.prefetchCoverage},
                      {"wasted_mib_per_token", r.prefetchWastedMiBPerToken}, {"dense_io_busy", r.prefetchDenseBusy}};
@@ -170,6 +172,7 @@ class SuiteRunner {
     doc["settings"]["prime"] = o_.prime;
     doc["settings"]["repeat"] = o_.repeat;
     doc["settings"]["history_prompts"] = o_.run.historyPrompts;
+    doc["settings"]["warm_start"] = o_.run.warmStart;
     doc["settings"]["trace_continuation_tokens"] = o_.run.traceContinuation;
     doc["settings"]["order"] = "rotated";
     if (o_.warmUp && !warmedUp_) {
@@ -610,6 +613,7 @@ const CommandSpec& suiteSpec() {
        {"--no-prime", "", "do not re-read a system's files before each measurement"},
        {"--no-resident", "", "skip the all-resident reference run (resident TPOT, stall and the bandwidth floor)"},
        {"--repeat", "N", "measurements of each system at each point, the median reported (1-100)"},
+       {"--warm-start", "", "every offloading system fills its pools before the first prompt from the --history counts (the full-tensor baselines get them too, to rank what they keep); TTFT then starts warm"},
        {"--history", "N", "ZipMoE systems plan from the activation counts of N other trace prompts from the start, as the app does from its stored statistics (default 0: the prior)"},
        {"--trace-continuation", "TAU", "once a trace prompt's tokens are replayed, draw later tokens' experts from the prompt's counts so far plus TAU tokens of the layer's counts over all prompts (a Polya urn, 0-1000000; default 0: replay the prompt's counts again). Fitted on the traces: 32 for Qwen1.5-MoE, 16 for DeepSeek-V2-Lite (scripts/dev/fit_session_weight.py)"}},
       1, 1,
@@ -659,6 +663,7 @@ int runBenchSuite(const Args& arguments) {
   o.run.tokens = line.integer<int>("--tokens", 2, 1 << 20, o.run.tokens);
   o.run.warmup = line.integer<int>("--warmup", 0, 1 << 20, o.run.warmup);
   o.run.historyPrompts = line.integer<int>("--history", 0, 1 << 20, 0);
+  o.run.warmStart = line.has("--warm-start");
   o.run.traceContinuation = line.number("--trace-continuation", 0, 1e6, 0);
   if (const auto v = line.text("--schedule-trace")) o.run.traceDir = *v;
   const int threads = line.integer<int>("--threads", 0, 4096, 0);

@@ -322,7 +322,9 @@ std::string takeWords(const std::string& text, size_t& pos, int words) {
     while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
     const size_t start = pos;
     while (pos < text.size() && !std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
-    if (pos > start) out += (out.empty() ? "" : " ") + text.substr(start, pos - start);
+    if (pos == start) continue;
+    if (!out.empty()) out += ' ';  // two appends: GCC 12's -O3 -Wrestrict misreads `"" + substr`
+    out.append(text, start, pos - start);
   }
   return out;
 }

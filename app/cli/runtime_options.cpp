@@ -82,6 +82,7 @@ const std::vector<OptionSpec>& runtimeOptionSpecs() {
       {"--own-shares", "", "keep each layer within its own share of the budget (by default room a layer leaves unused is lent to the others)"},
       {"--workers", "L", "decompression workers (1-256)"},
       {"--buffered", "", "page-cache reads instead of O_DIRECT"},
+      {"--warm-start", "", "fill the pools with the experts the history ranks highest before the first prompt (waits for it)"},
       {"--profile", "FILE", "the cost profile (default STORE/profile.json)"},
       {"--prefetch", "PREDICTOR", "speculative expert prefetch: router, previous, table (with --prefetch-table), oracle[:ACCURACY] (with --replay-trace) or off"},
       {"--prefetch-slots", "N", "experts read ahead at once (0-4096; default 2 × top-k with --prefetch), inside the budget"},
@@ -164,6 +165,10 @@ std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOpt
     r.readMode = ReadMode::Buffered;
     any = true;
   }
+  if (line.has("--warm-start")) {
+    engine.warmStart = true;
+    any = true;
+  }
   if (const auto v = line.text("--prefetch")) {
     PrefetchOptions& p = engine.model.prefetch;
     const size_t colon = v->find(':');
@@ -229,6 +234,10 @@ std::unique_ptr<Engine> openEngine(const std::filesystem::path& dir, EngineOptio
     std::fprintf(stderr, "zipmoe: --budget %s: %llu bytes of %llu bytes of experts (BF16); its working set, %llu bytes, is part of it\n",
                  budget->text.c_str(), static_cast<unsigned long long>(rt->stats().budgetBytes),
                  static_cast<unsigned long long>(rt->expertBytes()), static_cast<unsigned long long>(rt->minimumBudget()));
+  if (const auto warm = engine->waitForWarmUp())
+    std::fprintf(stderr, "zipmoe: --warm-start: %llu experts (%.1f MiB read) kept in the pools over %d MoE layers in %.2f s%s\n",
+                 static_cast<unsigned long long>(warm->experts), static_cast<double>(warm->bytesRead) / (1 << 20), warm->layers,
+                 warm->seconds, warm->stopped ? " (stopped)" : "");
   return engine;
 }
 

@@ -7,6 +7,7 @@
 //   --offload zipmoe|full   ZipMoE (default) or full-tensor offloading (needs --checkpoint HF_DIR)
 //   --eviction zipmoe|lru|fifo|lfu|marking|usage   --no-plan (fixed equal split)   --fifo-schedule
 //   --workers L   --buffered (page-cache reads instead of O_DIRECT)   --profile FILE
+//   --warm-start         fill the pools from the history before the first prompt (waits for it)
 //   --replay-trace TSV [--trace-prompt N]   force routing from a real activation trace
 #pragma once
 

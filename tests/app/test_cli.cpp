@@ -376,6 +376,30 @@ class TestCli : public QObject {
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
     QCOMPARE(r.out, resident);
     QVERIFY2(r.err.contains("full-tensor lfu"), qPrintable(r.err));
+    // --warm-start fills the pools before the prompt, ZipMoE's and the baseline's: the same reply.
+    for (const QStringList& system : {QStringList{}, QStringList{"--offload", "full", "--checkpoint", path(tmp / "hf")}}) {
+      r = runCli(gen + QStringList{"--budget", "50%", "--warm-start"} + system);
+      QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+      QCOMPARE(r.out, resident);
+      QVERIFY2(r.err.contains("zipmoe: --warm-start: ") && r.err.contains(" kept in the pools over 2 MoE layers in ") &&
+                   !r.err.contains("(stopped)"),
+               qPrintable(r.err));
+    }
+    {  // a suite with --warm-start reports what each offloading system's warm start did
+      r = runCli({"bench", "suite", "budget", "--hf", path(tmp / "hf"), "--store", path(tmp / "store"), "--label", "warm",
+                  "--trace-file", path(tmp / "trace.tsv"), "--out", path(tmp / "warm"), "--budgets", "60", "--systems",
+                  "zipmoe,full-lru", "--tokens", "3", "--warmup", "1", "--prompt-tokens", "3", "--no-resident",
+                  "--no-plot", "--no-warm-up", "--warm-start"});
+      QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+      QFile f(path(tmp / "warm" / "budget-warm.json"));
+      QVERIFY(f.open(QIODevice::ReadOnly));
+      const QJsonObject doc = QJsonDocument::fromJson(f.readAll()).object();
+      QVERIFY(doc["settings"].toObject()["warm_start"].toBool());
+      const QJsonArray results = doc["results"].toArray();
+      QCOMPARE(results.size(), 2);
+      for (const QJsonValue v : results)
+        QVERIFY2(v.toObject()["warm_start"].toObject()["experts"].toInt() > 0, qPrintable(v.toObject()["system"].toString()));
+    }
     r = runCli(gen + QStringList{"--budget", "50%", "--pools", "FS", "--replay-trace", path(tmp / "trace.tsv")});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
 

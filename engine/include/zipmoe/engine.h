@@ -9,15 +9,20 @@
 // set, every MoE layer's routing is forced from a real activation trace (TraceRouting). The budget
 // is moved on the runtime (ExpertRuntime::setBudget): it replans off the critical path while
 // generation goes on.
+// With `warmStart` the runtime's pools are filled on a background thread once the model has loaded
+// (ExpertRuntime::warmUp): the first prompt finds the experts its history ranks highest in memory,
+// and that prompt's first layer stops the fill (it waits at most for one layer's batch).
 // Thread-safety: one thread generates; runtime()->setBudget, stats() and drainTrace may be called
 // from others. Cost: loading reads the dense weights; profiling takes a few seconds.
 #pragma once
 
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "zipmoe/activation_trace.h"
 #include "zipmoe/chat_template.h"
@@ -41,6 +46,8 @@ struct EngineOptions {
   // serving scheduler: ServeOptions::routing = requestRouting()) instead of every token replayPrompt.
   bool replayPerRequest = false;
   std::function<void(const std::string&)> onStatus;  // "measuring cost profile…" etc.
+  // With `runtime`: fill its pools in the background until the first prompt (see above).
+  bool warmStart = false;
   // Wraps the routed-expert provider before the model loads (e.g. DistributedExperts, which has some
   // experts computed on other machines). Given the local provider — the runtime, or null when every
   // expert is resident (the hook then loads what it needs from `dir`) — it returns the model's.
@@ -76,6 +83,10 @@ class Engine {
   // be written. The destructor calls it and ignores a failure (the profile stays as it was: it is
   // replaced atomically).
   void saveObservedCosts();
+  // The background warm start (EngineOptions::warmStart): blocks until it has ended and returns what
+  // it did; std::nullopt when none was started. Throws zipmoe::Error with the warm start's failure
+  // (an unreadable store: the first prompt would fail the same way).
+  std::optional<WarmUpResult> waitForWarmUp();
 
  private:
   Engine() = default;
@@ -89,6 +100,11 @@ class Engine {
   CostProfile profile_;
   std::filesystem::path profilePath_;  // where profile_ was loaded from or saved to
   double loadSeconds_ = 0;
+  // The warm start's thread and its outcome (set by it before it ends; read after join).
+  std::atomic<bool> stopWarm_{false};
+  std::thread warm_;
+  std::optional<WarmUpResult> warmResult_;
+  std::string warmError_;
 };
 
 }  // namespace zipmoe

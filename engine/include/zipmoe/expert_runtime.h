@@ -17,10 +17,11 @@
 // How it is opened: zipmoe/runtime_options.h. How it works inside: docs/ARCHITECTURE.md and
 // docs/RUNTIME.md.
 // Thread-safety: acquire() and the batch from one thread (the model's); setBudget, setPools, stats,
-// drainTrace and the activation-count functions from any thread. Cost: see docs/RUNTIME.md.
+// drainTrace, warmUp and the activation-count functions from any thread. Cost: see docs/RUNTIME.md.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -96,9 +97,23 @@ struct RuntimeStats {
   // the latest failure's message, empty when none failed.
   uint64_t planFailures = 0;
   std::string lastPlanError;
+  // Warm start (ExpertRuntime::warmUp): layers warmed, experts kept in the pools and bytes read for
+  // them, and the seconds it took. None of it counts as an activation, hit, miss, byte read or stall.
+  int warmLayers = 0;
+  uint64_t warmExperts = 0, warmBytes = 0;
+  double warmSeconds = 0;
   // The operations' costs as observed in this runtime's layers (seeded by RuntimeOptions::observed):
   // what ZipMoE's plans are priced with (docs/RUNTIME.md).
   ObservedCosts observed;
+};
+
+// What ExpertRuntime::warmUp did.
+struct WarmUpResult {
+  int layers = 0;          // MoE layers whose planned experts were all read in
+  uint64_t experts = 0;    // experts now kept in the pools that were not before
+  uint64_t bytesRead = 0;
+  double seconds = 0;
+  bool stopped = false;    // a demand (the first acquire) or the caller's stop came first
 };
 
 class ExpertRuntime : public ExpertProvider {
@@ -126,6 +141,20 @@ class ExpertRuntime : public ExpertProvider {
   // Seeds the runtime's frequencies (e.g. from the app's database); replans. Throws for a shape
   // different from the model's.
   virtual void loadActivationCounts(const ActivationCounts& counts) = 0;
+  // Warm start: fills the pools with what the plan in force would keep before the first prompt
+  // needs it, so that a first prefill finds them in memory instead of reading them all. Layer by
+  // layer from the first, the experts this runtime's activation counts rank highest (its history:
+  // RuntimeOptions::history or loadActivationCounts) are read — and decoded and recovered where
+  // their pool keeps BF16 — as a miss would be, into the pool dispatch sends them to; the full-tensor
+  // baseline fills its one cache with the most used experts over all layers (at equal use, expert
+  // ids in turn across layers). Without history the ranks fall back to expert ids: a guess that
+  // costs only idle I/O. Nothing counts as an activation, hit, miss, read byte or stall, so the
+  // planner's statistics are the same with and without it (RuntimeStats::warm* count it apart).
+  // Runs on the caller's thread, one layer's batch at a time, and stops for good before the next
+  // layer once the model's first acquire() comes (which waits for the running layer's batch) or
+  // `stop` turns true. Any thread, at most one call at a time; a call after the first acquire
+  // returns at once. Throws zipmoe::Error as a layer's batch would (an unreadable store).
+  virtual WarmUpResult warmUp(const std::atomic<bool>* stop = nullptr) = 0;
   // Blocks until a pending replan has been computed (tests, benchmarks).
   virtual void waitForPlan() = 0;
   // Blocks until every prefetch read queued so far has finished (tests, benchmarks).

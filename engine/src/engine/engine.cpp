@@ -23,11 +23,19 @@ std::filesystem::path userCacheDir() {
 }  // namespace
 
 Engine::~Engine() {
+  stopWarm_ = true;
+  if (warm_.joinable()) warm_.join();
   try {
     saveObservedCosts();
   } catch (const std::exception&) {
     // Best effort: a profile that cannot be written stays as it was.
   }
+}
+
+std::optional<WarmUpResult> Engine::waitForWarmUp() {
+  if (warm_.joinable()) warm_.join();
+  if (!warmError_.empty()) throw Error("warm start: " + warmError_);
+  return warmResult_;
 }
 
 void Engine::saveObservedCosts() {
@@ -113,6 +121,16 @@ std::unique_ptr<Engine> Engine::open(const std::filesystem::path& dir, const Eng
   if (options.wrapExperts) modelOptions.experts = options.wrapExperts(modelOptions.experts, dir);
   e->model_ = MoeModel::load(dir, modelOptions);
   e->loadSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (options.warmStart && e->runtime_) {
+    Engine* engine = e.get();
+    engine->warm_ = std::thread([engine] {
+      try {
+        engine->warmResult_ = engine->runtime_->warmUp(&engine->stopWarm_);
+      } catch (const std::exception& ex) {
+        engine->warmError_ = ex.what();
+      }
+    });
+  }
   return e;
 }
 

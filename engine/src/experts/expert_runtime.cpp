@@ -8,6 +8,7 @@
 #include "zipmoe/expert_runtime.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <mutex>
@@ -200,6 +201,10 @@ class Runtime final : public ExpertRuntime {
                     "this runtime has no output slots to recover it into (RuntimeOptions::outputSlots = 0; give it "
                     "1 or more for such a consumer)");
     }
+    if (!demanded_.exchange(true)) {
+      // The first demand ends a warm start for good; it waits for the layer batch one is running.
+      std::lock_guard warm(warmMutex_);
+    }
     const auto now = Clock::now();
     std::lock_guard lock(cacheMutex_);
     if (layer == 0 && started_) ++token_;
@@ -348,6 +353,53 @@ class Runtime final : public ExpertRuntime {
     replanner_->request(std::nullopt, std::nullopt);
   }
 
+  WarmUpResult warmUp(const std::atomic<bool>* stop) override {
+    WarmUpResult result;
+    const auto start = Clock::now();
+    for (int layer = 0; layer < sizes_.layers(); ++layer) {
+      std::lock_guard warm(warmMutex_);  // held for the layer's batch: acquire() waits for it
+      if (demanded_.load() || (stop && stop->load())) {
+        result.stopped = true;
+        break;
+      }
+      std::vector<ExpertRequest> requests;
+      std::unique_ptr<ExpertBatch> batch;
+      {
+        std::lock_guard lock(cacheMutex_);
+        for (int e : strategy_->warmSet(*cache_, plan_, layer))
+          requests.push_back(ExpertRequest{.expert = e, .tokens = 1, .acceptsSplit = true, .mergesSplit = true});
+        if (!requests.empty()) {
+          auto job = std::make_shared<sched::LayerJob>();
+          job->layer = layer;
+          job->token = static_cast<int>(token_);
+          job->start = Clock::now();
+          auto kept = std::make_shared<std::vector<Keep>>();
+          experts::JobCounts counts;  // not counted: a warm start is no demand
+          const experts::LayerRequest request{layer, requests, {}, plan_.pools, useClock_};
+          strategy_->buildJob(*cache_, request, *job, *kept, counts);
+          batch = executor_->run(job, [this, kept, &result](sched::LayerJob& done) {
+            std::lock_guard batchLock(cacheMutex_);
+            result.experts += finishBatch(done, *kept);
+            result.bytesRead += done.bytesRead;
+          });
+        }
+      }
+      if (batch) {
+        while (batch->next()) {
+        }
+        batch.reset();  // commits what the layer keeps
+      }
+      ++result.layers;
+    }
+    result.seconds = seconds(Clock::now() - start);
+    std::lock_guard statsLock(statsMutex_);
+    stats_.warmLayers += result.layers;
+    stats_.warmExperts += result.experts;
+    stats_.warmBytes += result.bytesRead;
+    stats_.warmSeconds += result.seconds;
+    return result;
+  }
+
   void waitForPlan() override { replanner_->waitForPlan(); }
   void waitForPrefetch() override { executor_->waitForPrefetch(); }
   const RuntimeOptions& options() const override { return options_; }
@@ -477,23 +529,7 @@ class Runtime final : public ExpertRuntime {
   void endJob(sched::LayerJob& job, std::vector<Keep>& kept, double predicted, const experts::JobCounts& counts) {
     std::lock_guard lock(cacheMutex_);
     const int layer = job.layer;
-    if (job.error.empty()) {
-      for (Keep& k : kept) {
-        if (k.pool == cache::kNoPool) continue;
-        cache::Entry& old = cache_->entry(layer, k.expert);
-        for (int kind = 0; kind < sizes_.kinds() && old.pool != cache::kNoPool; ++kind) {
-          // Parts the expert already had and keeps in its new pool move over (C → from E or S).
-          cache::TensorParts& from = old.tensors[static_cast<size_t>(kind)];
-          cache::TensorParts& to = k.parts[static_cast<size_t>(kind)];
-          if (keepsExponents(static_cast<Pool>(k.pool)) && to.e.size() == 0) to.e = std::move(from.e);
-          if (keepsSignMantissa(static_cast<Pool>(k.pool)) && to.sm.size() == 0) to.sm = std::move(from.sm);
-        }
-        cache_->insert(layer, k.expert, k.pool, std::move(k.parts), useClock_);
-      }
-    }
-    for (const auto& e : job.experts) cache_->entry(layer, e.expert).pinned = false;
-    cache_->enforceCapacities();  // a plan applied while this layer ran may have shrunk the pools
-    trimPages(plan_.budget);
+    finishBatch(job, kept);
     lastBatchEnd_ = job.lastRelease;
     for (PrefetchSlot& slot : slots_)  // the job no longer reads them (or they moved into the cache)
       if (slot.state == SlotState::InUse) slot.state = SlotState::Free;
@@ -513,6 +549,33 @@ class Runtime final : public ExpertRuntime {
     stats_.stallSeconds += job.stallSeconds;
     for (const sched::JobTask& t : job.tasks) stats_.splitTensors += t.split && t.recovered ? 1 : 0;
     if (layer == 0) stats_.steps += 1;
+  }
+
+  // A batch's end, demand or warm start: commits the parts it keeps (unless it failed), unpins its
+  // experts and fits the cache into the capacities in force. Returns the experts committed.
+  // REQUIRES: cacheMutex_ held.
+  uint64_t finishBatch(const sched::LayerJob& job, std::vector<Keep>& kept) {
+    const int layer = job.layer;
+    uint64_t committed = 0;
+    if (job.error.empty()) {
+      for (Keep& k : kept) {
+        if (k.pool == cache::kNoPool) continue;
+        cache::Entry& old = cache_->entry(layer, k.expert);
+        for (int kind = 0; kind < sizes_.kinds() && old.pool != cache::kNoPool; ++kind) {
+          // Parts the expert already had and keeps in its new pool move over (C → from E or S).
+          cache::TensorParts& from = old.tensors[static_cast<size_t>(kind)];
+          cache::TensorParts& to = k.parts[static_cast<size_t>(kind)];
+          if (keepsExponents(static_cast<Pool>(k.pool)) && to.e.size() == 0) to.e = std::move(from.e);
+          if (keepsSignMantissa(static_cast<Pool>(k.pool)) && to.sm.size() == 0) to.sm = std::move(from.sm);
+        }
+        cache_->insert(layer, k.expert, k.pool, std::move(k.parts), useClock_);
+        ++committed;
+      }
+    }
+    for (const auto& e : job.experts) cache_->entry(layer, e.expert).pinned = false;
+    cache_->enforceCapacities();  // a plan applied while this layer ran may have shrunk the pools
+    trimPages(plan_.budget);
+    return committed;
   }
 
   // The layer's measured makespan over the planner's estimate for its hit pattern, priced with the
@@ -661,6 +724,11 @@ class Runtime final : public ExpertRuntime {
 
   mutable std::mutex statsMutex_;
   RuntimeStats stats_;
+
+  // Warm start: held by warmUp for each layer's batch; the first acquire() sets demanded_, then
+  // takes it once, so it never runs beside a warm batch, and no warm batch starts after it.
+  std::mutex warmMutex_;
+  std::atomic<bool> demanded_{false};
 
   std::shared_ptr<io::PagePool> pages_;  // RuntimeOptions::recyclePages (kept buffers hold it too)
   std::unique_ptr<sched::Executor> executor_;

@@ -81,6 +81,35 @@ double FullTensorStrategy::buildJob(cache::ExpertCache& cache, const LayerReques
   return 0;
 }
 
+std::vector<int> FullTensorStrategy::warmSet(const cache::ExpertCache& cache, const Plan&, int layer) const {
+  // The cache's capacity, filled with the most used experts over all layers (use = activations per
+  // step of the expert's layer; at equal use, expert ids in turn across layers) while their reads fit
+  // its bytes (a read is the tensors' aligned ranges, a little more than the BF16 words).
+  struct Candidate {
+    double use;
+    int expert, layer;
+  };
+  std::vector<Candidate> all;
+  for (int l = 0; l < sizes_.layers(); ++l) {
+    const double steps = static_cast<double>(cache.steps(l));
+    for (int e = 0; e < sizes_.experts(); ++e)
+      all.push_back({steps > 0 ? static_cast<double>(cache.count(l, e)) / steps : 0.0, e, l});
+  }
+  std::sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.use != b.use) return a.use > b.use;
+    return a.expert != b.expert ? a.expert < b.expert : a.layer < b.layer;
+  });
+  std::vector<int> experts;
+  uint64_t bytes = 0;
+  int count = 0;
+  for (const Candidate& c : all) {
+    for (int kind = 0; kind < sizes_.kinds(); ++kind) bytes += source_.tensor(c.layer, c.expert, kind).range.length;
+    if (++count > cache.capacityExperts(0, 0) || bytes > cache.capacityBytes(0, 0)) break;
+    if (c.layer == layer && cache.entry(layer, c.expert).pool == cache::kNoPool) experts.push_back(c.expert);
+  }
+  return experts;
+}
+
 void FullTensorStrategy::poolStats(const cache::ExpertCache& cache, const Plan&, RuntimeStats& stats) const {
   for (Pool p : kPools) {
     PoolState& pool = stats.pools[static_cast<size_t>(poolIndex(p))];

@@ -27,6 +27,7 @@ class FullTensorStrategy final : public OffloadStrategy {
   void applyPlan(cache::ExpertCache& cache, const Plan& plan, uint64_t poolBytes) const override;
   double buildJob(cache::ExpertCache& cache, const LayerRequest& request, sched::LayerJob& job, std::vector<Keep>& kept,
                   JobCounts& counts) const override;
+  std::vector<int> warmSet(const cache::ExpertCache& cache, const Plan& plan, int layer) const override;
   void poolStats(const cache::ExpertCache& cache, const Plan& plan, RuntimeStats& stats) const override;
 
  private:

@@ -94,6 +94,9 @@ class OffloadStrategy {
   // for it (0 when the strategy does not predict). REQUIRES: the cache lock.
   virtual double buildJob(cache::ExpertCache& cache, const LayerRequest& request, sched::LayerJob& job,
                           std::vector<Keep>& kept, JobCounts& counts) const = 0;
+  // Warm start (ExpertRuntime::warmUp): the experts of `layer` the plan would keep and the cache does
+  // not yet keep where it would, most used first (by the cache's counts). REQUIRES: the cache lock.
+  virtual std::vector<int> warmSet(const cache::ExpertCache& cache, const Plan& plan, int layer) const = 0;
   // The pools' capacity and planned ratio, into stats.pools (used bytes and residents are set by
   // the runtime). REQUIRES: the cache lock.
   virtual void poolStats(const cache::ExpertCache& cache, const Plan& plan, RuntimeStats& stats) const = 0;

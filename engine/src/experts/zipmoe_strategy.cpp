@@ -456,6 +456,36 @@ double ZipMoeStrategy::order(sched::LayerJob& job) const {
   return predicted;
 }
 
+std::vector<int> ZipMoeStrategy::warmSet(const cache::ExpertCache& cache, const Plan& plan, int layer) const {
+  // The ranks the plan's pools hold (S_p summed; the tolerance δ only moves the boundaries between
+  // pools, as buildJob's dispatch does), each where dispatch sends it while the pool's bytes hold it
+  // (what would not fit would be read only to be evicted again).
+  int held = 0;
+  for (int p = 0; p < kNumPools; ++p)
+    if (plan.pools & (1u << p)) held += cache.capacityExperts(layer, p);
+  std::vector<std::pair<int, int>> ranked;  // (rank, expert)
+  for (int e = 0; e < sizes_.experts(); ++e)
+    if (const int r = cache.rank(layer, e); r < held) ranked.emplace_back(r, e);
+  std::sort(ranked.begin(), ranked.end());
+  const bool rawLayer = rawLayer_[static_cast<size_t>(layer)] != 0;
+  std::array<uint64_t, kNumPools> used{};
+  std::vector<int> experts;
+  for (const auto& [r, e] : ranked) {
+    const int pool = cache.dispatch(layer, r, plan.pools, options_.tolerance);
+    if (pool == cache::kNoPool) continue;
+    const bool raw = rawLayer && pool == poolIndex(Pool::F);
+    uint64_t need = 0;
+    for (int kind = 0; kind < sizes_.kinds(); ++kind)
+      need += raw ? raw_->tensor(layer, e, kind).range.length : sizes_.partBytes(static_cast<Pool>(pool), layer, e, kind);
+    uint64_t& u = used[static_cast<size_t>(pool)];
+    if (u + need > cache.capacityBytes(layer, pool)) continue;
+    u += need;
+    const int now = cache.entry(layer, e).pool;
+    if (now == cache::kNoPool || now > pool) experts.push_back(e);
+  }
+  return experts;
+}
+
 void ZipMoeStrategy::poolStats(const cache::ExpertCache& cache, const Plan& plan, RuntimeStats& stats) const {
   for (Pool p : kPools) {
     const auto i = static_cast<size_t>(poolIndex(p));

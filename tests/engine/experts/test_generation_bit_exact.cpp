@@ -110,6 +110,7 @@ class TestGenerationBitExact : public QObject {
       RuntimeOptions options;
       PrefetchOptions prefetch = {};
       bool computesInPlace = false;  // from a nibble store in BF16, C hits must be computed from their codes
+      bool warmStart = false;        // the pools filled (ExpertRuntime::warmUp) before the prompt
     };
     std::vector<Case> cases;
     for (double f : {0.0, 0.1, 0.35, 1.0}) {
@@ -163,6 +164,18 @@ class TestGenerationBitExact : public QObject {
         p.table = m.table;
         cases.push_back({"zipmoe-prefetch", f, o, p});
       }
+    for (double f : {0.1, 0.35}) {  // warm starts: ZipMoE, raw misses as planned, the LRU baseline
+      RuntimeOptions o;
+      cases.push_back({"zipmoe-warm-start", f, o, {}, false, true});
+      o.checkpointDir = m.hf;
+      o.rawMisses = RawMisses::Planned;
+      cases.push_back({"zipmoe-raw-warm-start", f, o, {}, false, true});
+      RuntimeOptions full;
+      full.mode = OffloadMode::FullTensor;
+      full.eviction = EvictionPolicy::Lru;
+      full.checkpointDir = m.hf;
+      cases.push_back({"full-tensor-warm-start", f, full, {}, false, true});
+    }
     RuntimeOptions variant;
     variant.fifoSchedule = true;
     variant.planning = false;
@@ -189,6 +202,11 @@ class TestGenerationBitExact : public QObject {
       mo.experts = rt;
       mo.prefetch = c.prefetch;
       auto model = MoeModel::load(m.store, mo);
+      if (c.warmStart) {
+        const WarmUpResult w = rt->warmUp();
+        QVERIFY(!w.stopped);
+        QVERIFY(rt->stats().heldBytes <= rt->stats().budgetBytes);
+      }
       const Run r = runModel(*model, m.prompt, 12);
       QVERIFY2(identical(r, m.resident), qPrintable(QString("%1 (%2) at %3 of expert bytes, pools %4 differs from the resident run")
                                                         .arg(c.name, prefetchPredictorName(c.prefetch.predictor))
@@ -414,6 +432,25 @@ class TestGenerationBitExact : public QObject {
     }));
     QCOMPARE(loadCostProfile(store / "profile.json").kernels, kernelsIdentity());
     QCOMPARE(textOf(*engine), expected);
+
+    // A warm start fills the pools in the background: waited for, it has read every layer's planned
+    // experts; not waited for, the first prompt stops it. Either way the text is the same.
+    EngineOptions warm = withRuntime;
+    warm.warmStart = true;
+    engine = Engine::open(store, warm);
+    const std::optional<WarmUpResult> filled = engine->waitForWarmUp();
+    QVERIFY(filled.has_value());
+    QVERIFY(!filled->stopped);
+    QCOMPARE(filled->layers, engine->model().config().numMoeLayers());
+    QVERIFY(filled->experts > 0);
+    QCOMPARE(engine->runtime()->stats().activations, uint64_t{0});
+    QCOMPARE(textOf(*engine), expected);
+    QVERIFY(engine->runtime()->stats().hits[0] + engine->runtime()->stats().hits[1] > 0);
+    engine = Engine::open(store, warm);
+    QCOMPARE(textOf(*engine), expected);
+    QVERIFY(engine->waitForWarmUp().has_value());
+    engine = Engine::open(store, withRuntime);
+    QVERIFY(!engine->waitForWarmUp().has_value());  // none was started
   }
 };
 
