@@ -236,8 +236,13 @@ void EngineWorker::generate(qint64 requestId, const QList<ChatTurn>& turns, cons
     params.seed = sampling.seed ? sampling.seed : std::random_device{}();
     params.maxTokens = sampling.maxTokens;
     if (server_) {
-      if (!system.empty()) messages.insert(messages.begin(), ChatMessage{"system", system});
-      replyThroughServer(requestId, messages, params);
+      // The system message first; appended rather than inserted at the front (GCC 12's Release
+      // build saw a potential null dereference in the inserted string's move).
+      std::vector<ChatMessage> request;
+      request.reserve(messages.size() + 1);
+      if (!system.empty()) request.push_back(ChatMessage{"system", system});
+      for (ChatMessage& m : messages) request.push_back(std::move(m));
+      replyThroughServer(requestId, request, params);
       return;
     }
     session_->setSystemPrompt(std::move(system));
