@@ -430,6 +430,7 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
     result.warmStartMs = warm.seconds * 1e3;
     result.warmStartExperts = warm.experts;
     result.warmStartBytes = warm.bytesRead;
+    result.warmStartPrepared = warm.prepared;
   }
   RuntimeStats atWarm = rt->stats();
   decodeRounds(settings, result, [&] {

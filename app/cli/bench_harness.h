@@ -124,7 +124,7 @@ struct RunResult {
   double denseMsPerStep = 0;
   // RunSettings::warmStart: what the warm start did before the first prompt.
   double warmStartMs = 0;
-  uint64_t warmStartExperts = 0, warmStartBytes = 0;
+  uint64_t warmStartExperts = 0, warmStartBytes = 0, warmStartPrepared = 0;
 };
 
 class BenchWorkload {

@@ -112,7 +112,8 @@ json resultJson(const std::string& system, const Measured& m) {
               {"stall_ms_per_token", r.tpotMs - m.residentTpotMs},
               {"resident_ttft_ms", m.residentTtftMs}});
   if (r.warmStartExperts > 0 || r.warmStartMs > 0)
-    j["warm_start"] = {{"ms", r.warmStartMs}, {"experts", r.warmStartExperts}, {"bytes", r.warmStartBytes}};
+    j["warm_start"] = {{"ms", r.warmStartMs}, {"experts", r.warmStartExperts}, {"bytes", r.warmStartBytes},
+                       {"prepared", r.warmStartPrepared}};
   if (r.prefetch)
     j["prefetch"] = {{"recall", r.prefetchRecall}, {"exact", r.prefetchExact}, {"coverage", r.prefetchCoverage},
                      {"wasted_mib_per_token", r.prefetchWastedMiBPerToken}, {"dense_io_busy", r.prefetchDenseBusy}};

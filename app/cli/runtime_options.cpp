@@ -235,9 +235,11 @@ std::unique_ptr<Engine> openEngine(const std::filesystem::path& dir, EngineOptio
                  budget->text.c_str(), static_cast<unsigned long long>(rt->stats().budgetBytes),
                  static_cast<unsigned long long>(rt->expertBytes()), static_cast<unsigned long long>(rt->minimumBudget()));
   if (const auto warm = engine->waitForWarmUp())
-    std::fprintf(stderr, "zipmoe: --warm-start: %llu experts (%.1f MiB read) kept in the pools over %d MoE layers in %.2f s%s\n",
+    std::fprintf(stderr,
+                 "zipmoe: --warm-start: %llu experts (%.1f MiB read) kept in the pools over %d MoE layers, %llu of them "
+                 "readied for their first use, in %.2f s%s\n",
                  static_cast<unsigned long long>(warm->experts), static_cast<double>(warm->bytesRead) / (1 << 20), warm->layers,
-                 warm->seconds, warm->stopped ? " (stopped)" : "");
+                 static_cast<unsigned long long>(warm->prepared), warm->seconds, warm->stopped ? " (stopped)" : "");
   return engine;
 }
 

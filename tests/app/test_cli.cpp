@@ -381,7 +381,8 @@ class TestCli : public QObject {
       r = runCli(gen + QStringList{"--budget", "50%", "--warm-start"} + system);
       QVERIFY2(r.exitCode == 0, qPrintable(r.err));
       QCOMPARE(r.out, resident);
-      QVERIFY2(r.err.contains("zipmoe: --warm-start: ") && r.err.contains(" kept in the pools over 2 MoE layers in ") &&
+      QVERIFY2(r.err.contains("zipmoe: --warm-start: ") && r.err.contains(" kept in the pools over 2 MoE layers, ") &&
+                   r.err.contains(" readied for their first use, in ") &&
                    !r.err.contains("(stopped)"),
                qPrintable(r.err));
     }
@@ -398,7 +399,9 @@ class TestCli : public QObject {
       const QJsonArray results = doc["results"].toArray();
       QCOMPARE(results.size(), 2);
       for (const QJsonValue v : results)
-        QVERIFY2(v.toObject()["warm_start"].toObject()["experts"].toInt() > 0, qPrintable(v.toObject()["system"].toString()));
+        QVERIFY2(v.toObject()["warm_start"].toObject()["experts"].toInt() > 0 &&
+                     v.toObject()["warm_start"].toObject().contains("prepared"),
+                 qPrintable(v.toObject()["system"].toString()));
     }
     r = runCli(gen + QStringList{"--budget", "50%", "--pools", "FS", "--replay-trace", path(tmp / "trace.tsv")});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));

@@ -80,8 +80,10 @@ struct RuntimeStats {
   // Tensors handed to the model as split planes (RuntimeOptions::fuseRecovery): no recovery pass.
   uint64_t splitTensors = 0;
   // Tensors of C hits handed to the model as nibble codes read in place (RuntimeOptions::
-  // readCodesInPlace): nothing decoded.
+  // readCodesInPlace): nothing decoded. indexedOnDemand: of their experts, those whose codes were
+  // indexed for it at that hit, on the model's thread (once per C member: see warmPrepared).
   uint64_t inPlaceTensors = 0;
+  uint64_t indexedOnDemand = 0;
   // Speculative prefetch (RuntimeOptions::prefetchSlots > 0). Hinted: experts the model named;
   // prefetched: bytes the prefetch reads brought in; useful: of those, bytes a layer then used
   // instead of reading them; wasted: bytes of guesses no layer used. Coverage of the demand =
@@ -98,9 +100,10 @@ struct RuntimeStats {
   uint64_t planFailures = 0;
   std::string lastPlanError;
   // Warm start (ExpertRuntime::warmUp): layers warmed, experts kept in the pools and bytes read for
-  // them, and the seconds it took. None of it counts as an activation, hit, miss, byte read or stall.
+  // them, and the seconds it took; warmPrepared: kept experts readied for their first use then
+  // (WarmUpResult::prepared). None of it counts as an activation, hit, miss, byte read or stall.
   int warmLayers = 0;
-  uint64_t warmExperts = 0, warmBytes = 0;
+  uint64_t warmExperts = 0, warmBytes = 0, warmPrepared = 0;
   double warmSeconds = 0;
   // The operations' costs as observed in this runtime's layers (seeded by RuntimeOptions::observed):
   // what ZipMoE's plans are priced with (docs/RUNTIME.md).
@@ -112,6 +115,9 @@ struct WarmUpResult {
   int layers = 0;          // MoE layers whose planned experts were all read in
   uint64_t experts = 0;    // experts now kept in the pools that were not before
   uint64_t bytesRead = 0;
+  // Of the experts it read, those it readied for their first use, so that the model's thread does
+  // not then: ZipMoE's C members from a `nibble` store, their codes indexed for reading in place.
+  uint64_t prepared = 0;
   double seconds = 0;
   bool stopped = false;    // a demand (the first acquire) or the caller's stop came first
 };
@@ -147,7 +153,9 @@ class ExpertRuntime : public ExpertProvider {
   // RuntimeOptions::history or loadActivationCounts) are read — and decoded and recovered where
   // their pool keeps BF16 — as a miss would be, into the pool dispatch sends them to; the full-tensor
   // baseline fills its one cache with the most used experts over all layers (at equal use, expert
-  // ids in turn across layers). Without history the ranks fall back to expert ids: a guess that
+  // ids in turn across layers). After each layer's batch, what it kept is readied for its first use
+  // (WarmUpResult::prepared), so that the first prefill's thread does not do it either. Without
+  // history the ranks fall back to expert ids: a guess that
   // costs only idle I/O. Nothing counts as an activation, hit, miss, read byte or stall, so the
   // planner's statistics are the same with and without it (RuntimeStats::warm* count it apart).
   // Runs on the caller's thread, one layer's batch at a time, and stops for good before the next

@@ -254,6 +254,7 @@ class Runtime final : public ExpertRuntime {
       for (size_t p = 0; p < kNumPools; ++p) stats_.hits[p] += counts.hits[p];
       stats_.misses += counts.misses;
       stats_.inPlaceTensors += counts.inPlaceTensors;
+      stats_.indexedOnDemand += counts.indexedExperts;
     }
     return executor_->run(job, [this, kept, predicted, counts](sched::LayerJob& done) { endJob(done, *kept, predicted, counts); });
   }
@@ -372,6 +373,7 @@ class Runtime final : public ExpertRuntime {
           auto job = std::make_shared<sched::LayerJob>();
           job->layer = layer;
           job->token = static_cast<int>(token_);
+          job->traced = false;  // no step of the model's: the schedule's lanes would show it as token 0's
           job->start = Clock::now();
           auto kept = std::make_shared<std::vector<Keep>>();
           experts::JobCounts counts;  // not counted: a warm start is no demand
@@ -389,6 +391,14 @@ class Runtime final : public ExpertRuntime {
         }
         batch.reset();  // commits what the layer keeps
       }
+      // What the layer now keeps, readied for its first use while the model does not wait (a C
+      // member's codes indexed for reading in place: about as long as reading them from memory once).
+      // A demand stops it between experts; an expert not reached is readied at its first use.
+      for (const ExpertRequest& r : requests) {
+        if (demanded_.load()) break;
+        std::lock_guard lock(cacheMutex_);
+        if (strategy_->prepareWarm(*cache_, layer, r.expert)) ++result.prepared;
+      }
       ++result.layers;
     }
     result.seconds = seconds(Clock::now() - start);
@@ -396,6 +406,7 @@ class Runtime final : public ExpertRuntime {
     stats_.warmLayers += result.layers;
     stats_.warmExperts += result.experts;
     stats_.warmBytes += result.bytesRead;
+    stats_.warmPrepared += result.prepared;
     stats_.warmSeconds += result.seconds;
     return result;
   }

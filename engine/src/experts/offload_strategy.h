@@ -51,6 +51,7 @@ struct JobCounts {
   std::array<uint64_t, kNumPools> hits{};
   uint64_t misses = 0;
   uint64_t inPlaceTensors = 0;  // C hits' tensors handed as nibble codes (RuntimeStats::inPlaceTensors)
+  uint64_t indexedExperts = 0;  // of those hits' experts, the ones indexed now (RuntimeStats::indexedOnDemand)
 };
 
 // Tensor parts of a requested expert that completed prefetch reads brought in, per tensor kind
@@ -97,6 +98,11 @@ class OffloadStrategy {
   // Warm start (ExpertRuntime::warmUp): the experts of `layer` the plan would keep and the cache does
   // not yet keep where it would, most used first (by the cache's counts). REQUIRES: the cache lock.
   virtual std::vector<int> warmSet(const cache::ExpertCache& cache, const Plan& plan, int layer) const = 0;
+  // Warm start, after a layer's batch is in: readies a kept expert of `layer` for its first use in
+  // idle time, so that the model's thread does not do it then (ZipMoE: indexes a C member's nibble
+  // codes for reading in place). Returns whether it did anything. The default: nothing to do.
+  // REQUIRES: the cache lock.
+  virtual bool prepareWarm(cache::ExpertCache& /*cache*/, int /*layer*/, int /*expert*/) const { return false; }
   // The pools' capacity and planned ratio, into stats.pools (used bytes and residents are set by
   // the runtime). REQUIRES: the cache lock.
   virtual void poolStats(const cache::ExpertCache& cache, const Plan& plan, RuntimeStats& stats) const = 0;

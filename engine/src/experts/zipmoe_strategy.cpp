@@ -302,8 +302,10 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
     const bool split = options_.fuseRecovery && planes && !keepFull;
     // A C hit that stays where it is, from a nibble store, for decoding (the GEMV reads the codes):
     // its codes are read in place, nothing to do.
+    const bool indexedBefore = entry.nibbleState != 0;
     if (split && r.acceptsSplit && hasE && hasSM && keepPool == cache::kNoPool && codesInPlace_ &&
         indexInPlace(m, layer, r.expert, entry)) {
+      if (!indexedBefore) ++counts.indexedExperts;
       for (int kind = 0; kind < kinds; ++kind) {
         je.nibble.emplace_back(entry.nibble[static_cast<size_t>(kind)]);
         je.nibbleSignMantissa.push_back(entry.tensors[static_cast<size_t>(kind)].sm.data());
@@ -484,6 +486,13 @@ std::vector<int> ZipMoeStrategy::warmSet(const cache::ExpertCache& cache, const 
     if (now == cache::kNoPool || now > pool) experts.push_back(e);
   }
   return experts;
+}
+
+bool ZipMoeStrategy::prepareWarm(cache::ExpertCache& cache, int layer, int expert) const {
+  cache::Entry& entry = cache.entry(layer, expert);
+  if (!codesInPlace_ || entry.pool != poolIndex(Pool::C) || entry.nibbleState != 0) return false;
+  indexInPlace(store_.manifest(), layer, expert, entry);
+  return true;
 }
 
 void ZipMoeStrategy::poolStats(const cache::ExpertCache& cache, const Plan& plan, RuntimeStats& stats) const {

@@ -48,6 +48,7 @@ class ZipMoeStrategy final : public OffloadStrategy {
   double buildJob(cache::ExpertCache& cache, const LayerRequest& request, sched::LayerJob& job, std::vector<Keep>& kept,
                   JobCounts& counts) const override;
   std::vector<int> warmSet(const cache::ExpertCache& cache, const Plan& plan, int layer) const override;
+  bool prepareWarm(cache::ExpertCache& cache, int layer, int expert) const override;
   void poolStats(const cache::ExpertCache& cache, const Plan& plan, RuntimeStats& stats) const override;
 
  private:

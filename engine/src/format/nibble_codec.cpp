@@ -199,15 +199,45 @@ void indexScalar(const Body& b, size_t begin, size_t end, uint32_t* positions, s
   }
 }
 
+// Spreads the 32 bits of v to the even bits of the result (bit i to bit 2i).
+inline uint64_t spreadEven(uint32_t v) {
+  uint64_t x = v;
+  x = (x | (x << 16)) & 0x0000FFFF0000FFFFull;
+  x = (x | (x << 8)) & 0x00FF00FF00FF00FFull;
+  x = (x | (x << 4)) & 0x0F0F0F0F0F0F0F0Full;
+  x = (x | (x << 2)) & 0x3333333333333333ull;
+  x = (x | (x << 1)) & 0x5555555555555555ull;
+  return x;
+}
+
 // The same over 64 symbols at a time: a block with no code ≥ size (the common case) is skipped after
-// two shuffles of a "special" table, as decodeAvx2 flags it.
+// two shuffles of a "special" table, as decodeAvx2 flags it. A block whose special codes are all
+// escapes with escaped symbols left for them lists their positions from the two nibbles' compare
+// masks (byte i holds symbols 2i and 2i + 1); any other block (an invalid code, or more escapes than
+// stored) goes through indexScalar, which finds the same problem in the same order as decoding.
 __attribute__((target("avx2"))) void indexAvx2(const Body& b, size_t n, uint32_t* positions, size_t capacity,
                                                 size_t& count) {
   const __m256i special = specialCodes(b);
+  const __m256i escape = _mm256_set1_epi8(static_cast<char>(kEscape));
   size_t j = 0;
   for (; j + kBlockSymbols <= n; j += kBlockSymbols) {
     __m256i lo, hi;
-    if (splitBlock(b, j, special, lo, hi)) indexScalar(b, j, j + kBlockSymbols, positions, capacity, count);
+    if (!splitBlock(b, j, special, lo, hi)) continue;
+    const __m256i escLo = _mm256_cmpeq_epi8(lo, escape), escHi = _mm256_cmpeq_epi8(hi, escape);
+    const auto specialLo = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_shuffle_epi8(special, lo)));
+    const auto specialHi = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_shuffle_epi8(special, hi)));
+    const auto maskLo = static_cast<uint32_t>(_mm256_movemask_epi8(escLo));
+    const auto maskHi = static_cast<uint32_t>(_mm256_movemask_epi8(escHi));
+    uint64_t found = spreadEven(maskLo) | (spreadEven(maskHi) << 1);
+    const auto inBlock = static_cast<size_t>(std::popcount(found));
+    if (specialLo != maskLo || specialHi != maskHi || count + inBlock > b.escapeCount) {
+      indexScalar(b, j, j + kBlockSymbols, positions, capacity, count);
+      continue;
+    }
+    for (; found != 0; found &= found - 1) {
+      if (count < capacity) positions[count] = static_cast<uint32_t>(j + static_cast<size_t>(std::countr_zero(found)));
+      ++count;
+    }
   }
   indexScalar(b, j, n, positions, capacity, count);
 }

@@ -59,7 +59,7 @@ class LayerBatch : public ExpertBatch {
     });
     const auto now = Clock::now();
     job.stallSeconds += seconds(now - waitStart);
-    if (now - waitStart > std::chrono::microseconds(20) && ex_.trace_) {
+    if (now - waitStart > std::chrono::microseconds(20) && ex_.trace_ && job.traced) {
       TraceEvent ev;
       ev.startNs = ex_.ns(waitStart);
       ev.endNs = ex_.ns(now);
@@ -93,7 +93,7 @@ class LayerBatch : public ExpertBatch {
     JobExpert& e = job.experts[static_cast<size_t>(job.current)];
     const auto now = Clock::now();
     e.computeSeconds = seconds(now - job.currentSince);
-    if (ex_.trace_) {
+    if (ex_.trace_ && job.traced) {
       TraceEvent ev;
       ev.startNs = ex_.ns(job.currentSince);
       ev.endNs = ex_.ns(now);
@@ -440,14 +440,14 @@ void Executor::finishTask(JobTask& t) {
   }
 }
 
-void Executor::traceOp(TraceOp op, int lane, int token, const JobTask& t, int shard, uint64_t bytes,
+void Executor::traceOp(TraceOp op, int lane, const LayerJob& job, const JobTask& t, int shard, uint64_t bytes,
                        Clock::time_point a, Clock::time_point b) {
-  if (!trace_) return;
+  if (!trace_ || !job.traced) return;
   TraceEvent ev;
   ev.startNs = ns(a);
   ev.endNs = ns(b);
   ev.bytes = bytes;
-  ev.token = token;
+  ev.token = job.token;
   ev.layer = static_cast<int16_t>(t.key.layer);
   ev.expert = static_cast<int16_t>(t.key.expert);
   ev.tensor = static_cast<int8_t>(t.kind);
@@ -490,7 +490,7 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
       }
       const auto b = Clock::now();
       t.readESeconds += seconds(b - a);
-      traceOp(TraceOp::ReadE, 0, job->token, t, op.shard, bytes, a, b);
+      traceOp(TraceOp::ReadE, 0, *job, t, op.shard, bytes, a, b);
       std::lock_guard lock(mutex_);
       job->bytesRead += bytes;
       break;
@@ -503,7 +503,7 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
       const auto b = Clock::now();
       const uint64_t bytes = mode_ == ReadMode::Direct ? t.entry->smChunk.paddedSize : t.entry->smChunk.size;
       t.readSMSeconds = seconds(b - a);
-      traceOp(TraceOp::ReadSM, 0, job->token, t, -1, bytes, a, b);
+      traceOp(TraceOp::ReadSM, 0, *job, t, -1, bytes, a, b);
       std::lock_guard lock(mutex_);
       job->bytesRead += bytes;
       break;
@@ -520,7 +520,7 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
       const double share = static_cast<double>(t.eBytes) / static_cast<double>(total);
       t.readESeconds += seconds(b - a) * share;
       t.readSMSeconds = seconds(b - a) * (1 - share);
-      traceOp(TraceOp::ReadTensor, 0, job->token, t, -1, bytes, a, b);
+      traceOp(TraceOp::ReadTensor, 0, *job, t, -1, bytes, a, b);
       std::lock_guard lock(mutex_);
       job->bytesRead += bytes;
       break;
@@ -547,7 +547,7 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
       t.result = reinterpret_cast<const uint16_t*>(dst + fullReadTensorOffset(t.dataOffset));
       const auto b = Clock::now();
       t.readSMSeconds = seconds(b - a);
-      traceOp(TraceOp::ReadFull, 0, job->token, t, -1, t.fullRange.length, a, b);
+      traceOp(TraceOp::ReadFull, 0, *job, t, -1, t.fullRange.length, a, b);
       std::lock_guard lock(mutex_);
       job->bytesRead += t.fullRange.length;
       break;
@@ -569,7 +569,7 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
         std::lock_guard lock(mutex_);
         t.decompressSeconds += seconds(b - a);
       }
-      traceOp(TraceOp::Decompress, 1 + index, job->token, t, op.shard, c.count, a, b);
+      traceOp(TraceOp::Decompress, 1 + index, *job, t, op.shard, c.count, a, b);
       break;
     }
     case ExecKind::Recover: {
@@ -591,7 +591,7 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
       t.result = out;
       const auto b = Clock::now();
       t.recoverSeconds = seconds(b - a);
-      traceOp(TraceOp::Recover, workers_ + 1, job->token, t, -1, t.entry->numel * 2, a, b);
+      traceOp(TraceOp::Recover, workers_ + 1, *job, t, -1, t.entry->numel * 2, a, b);
       break;
     }
   }

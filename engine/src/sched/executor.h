@@ -146,6 +146,9 @@ class LayerJob {
  public:
   int layer = 0;
   int token = 0;
+  // Whether its operations go to the trace: a warm start's batches (ExpertRuntime::warmUp) are no
+  // step of the model's, and neither its reads nor its waits are drawn as one.
+  bool traced = true;
   std::vector<JobTask> tasks;
   std::vector<JobExpert> experts;
   std::vector<int> admissionOrder;  // expert indices
@@ -213,7 +216,7 @@ class Executor {
   uint8_t* keptData(io::AlignedBuffer& keep, uint64_t bytes) const;
   void finishTask(JobTask& task);
   void finishIfSplit(JobTask& task);  // a split task is done once decompressed with its SM-chunk in
-  void traceOp(TraceOp op, int lane, int token, const JobTask& t, int shard, uint64_t bytes, Clock::time_point a,
+  void traceOp(TraceOp op, int lane, const LayerJob& job, const JobTask& t, int shard, uint64_t bytes, Clock::time_point a,
                Clock::time_point b);
   int64_t ns(Clock::time_point t) const;
 

@@ -12,6 +12,8 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <span>
+#include <vector>
 
 #include "zipmoe/converter.h"
 #include "zipmoe/cost_profile.h"
@@ -83,6 +85,33 @@ inline Stream requestStream(int steps, int layers, int experts, int k, uint64_t 
   return out;
 }
 
+// A tensor's exponent plane from the nibble codes a provider handed in place (ReadyExpert::nibble),
+// read symbol by symbol as the format describes them (zipmoe/nibble_shard.h): the test's own reading,
+// apart from the kernels'. Fails the test on shards that do not cover the tensor.
+inline std::vector<uint8_t> nibbleExponents(std::span<const NibbleShard> shards, const ExpertTensorEntry& tensor,
+                                            size_t numel) {
+  const auto cols = static_cast<size_t>(tensor.shape.at(1));
+  std::vector<uint8_t> out(numel);
+  size_t row = 0;
+  for (const NibbleShard& s : shards) {
+    if (s.rowBegin != row || s.rowEnd * cols > numel) qFatal("nibble shards do not cover the tensor's rows in order");
+    size_t escape = 0;
+    for (size_t j = 0; j < (s.rowEnd - s.rowBegin) * cols; ++j) {
+      const unsigned c = (s.codes[j / 2] >> (4 * (j % 2))) & 0xF;
+      if (c < s.size) {
+        out[s.rowBegin * cols + j] = s.dictionary[c];
+      } else {
+        if (escape >= s.escapeCount || s.escapePositions[escape] != j) qFatal("an escape the index does not list");
+        out[s.rowBegin * cols + j] = s.escapes[escape++];
+      }
+    }
+    if (escape != s.escapeCount) qFatal("the index lists escapes the codes do not hold");
+    row = s.rowEnd;
+  }
+  if (row * cols != numel) qFatal("nibble shards end before the tensor does");
+  return out;
+}
+
 // Runs the stream, checking every tensor and the memory bound; returns the number of experts seen.
 inline int runStream(Fixture& f, ExpertRuntime& rt, const Stream& stream, std::function<void(int step)> betweenSteps = {},
                      std::function<void(int step, int layer)> afterAcquire = {}) {
@@ -103,15 +132,27 @@ inline int runStream(Fixture& f, ExpertRuntime& rt, const Stream& stream, std::f
                                          static_cast<size_t>(ready->expert)) * static_cast<size_t>(m.numKinds()) +
                                         static_cast<size_t>(k)];
           std::vector<uint16_t> merged;
+          ReadyExpert planes = *ready;
+          std::vector<uint8_t> exponents;
           if (!ready->tensors[static_cast<size_t>(k)]) {  // split: only where the request accepted it, and then both planes
             const bool accepted = std::any_of(reqs.begin(), reqs.end(), [&](const ExpertRequest& r) {
               return r.expert == ready->expert && (r.acceptsSplit || (r.mergesSplit && rt.options().outputSlots == 0));
             });
-            if (!accepted || ready->exponents.size() <= static_cast<size_t>(k) ||
-                !ready->exponents[static_cast<size_t>(k)] || !ready->signMantissa[static_cast<size_t>(k)])
+            const bool codes = ready->nibble.size() > static_cast<size_t>(k) && !ready->nibble[static_cast<size_t>(k)].empty();
+            const bool inPlace = codes && std::any_of(reqs.begin(), reqs.end(), [&](const ExpertRequest& r) {
+              return r.expert == ready->expert && r.acceptsSplit;
+            });
+            if (inPlace) {
+              exponents = nibbleExponents(ready->nibble[static_cast<size_t>(k)], m.expert(l, ready->expert, k), ref.size());
+              planes.exponents.resize(static_cast<size_t>(m.numKinds()));
+              planes.exponents[static_cast<size_t>(k)] = exponents.data();
+            }
+            if (!accepted || planes.exponents.size() <= static_cast<size_t>(k) ||
+                !planes.exponents[static_cast<size_t>(k)] || ready->signMantissa.size() <= static_cast<size_t>(k) ||
+                !ready->signMantissa[static_cast<size_t>(k)])
               qFatal("layer %d expert %d tensor %d: no BF16 words and no split planes it may have", l, ready->expert, k);
           }
-          const uint16_t* words = bf16Words(*ready, static_cast<size_t>(k), ref.size(), merged);
+          const uint16_t* words = bf16Words(planes, static_cast<size_t>(k), ref.size(), merged);
           if (std::memcmp(ref.data(), words, ref.size() * 2) != 0)
             qFatal("layer %d expert %d tensor %d differs from the store", l, ready->expert, k);
         }

@@ -4,7 +4,9 @@
 // miss, read byte or stall; a run after it is bit-identical to the store and finds its first
 // experts in memory; a second call has nothing left to read; a demand (the first acquire) or the
 // caller's stop ends it, and one running beside the model on another thread leaves every tensor
-// bit-exact and the model's statistics those of the same run without it. Runs under
+// bit-exact and the model's statistics those of the same run without it. From a `nibble` store it
+// indexes the C members it keeps, so that their first hits read the codes in place with nothing
+// indexed on the model's thread, and it leaves nothing in the schedule's trace. Runs under
 // ThreadSanitizer (label `threads`). No test asserts a duration.
 #include <QtTest>
 
@@ -14,6 +16,7 @@
 #include "engine/experts/runtime_fixture.h"
 #include "test_support.h"
 #include "zipmoe/error.h"
+#include "zipmoe/exponent_codec.h"
 
 using namespace zipmoe;
 using zipmoe::testing::Fixture;
@@ -157,6 +160,53 @@ class TestWarmStart : public QObject {
     QVERIFY(r.stopped);
     QCOMPARE(r.experts, uint64_t{0});
     QCOMPARE(residentExperts(rt->stats()), resident);
+  }
+
+  void readiesCMembersForTheirFirstUse() {
+    // From a `nibble` store, a C member is read in place by decoding once its codes are indexed. A
+    // warm start indexes what it keeps in C, so that the first steps' C hits find them indexed
+    // (none is indexed on the model's thread); a cold runtime indexes at first use. Every tensor
+    // handed as codes is read back and compared with the store (runStream).
+    TempDir dir;
+    Fixture f;
+    makeFixture(f, dir / "store", parseCodecSpec("nibble"), 2);
+    const Manifest& m = f.opened->manifest();
+    RuntimeOptions o;
+    o.budget = MemoryBudget::poolsForShare(0.0);
+    auto seed = ExpertRuntime::open(f.opened, o, f.directProfile);
+    runStream(f, *seed, requestStream(24, m.numLayers(), m.numExperts, 2, 41, true));
+    o.pools = 0x2;  // C only
+    o.decompressWorkers = 2;
+    o.replanEverySteps = 0;
+    o.planFromPrompt = false;
+    o.budget = MemoryBudget::poolsForShare(0.6);
+    o.history = seed->activationCounts();
+    const Stream stream = requestStream(6, m.numLayers(), m.numExperts, 2, 43, true);
+
+    auto warm = ExpertRuntime::open(f.opened, o, f.directProfile);
+    const WarmUpResult r = warm->warmUp();
+    QVERIFY(r.experts > 0);
+    QCOMPARE(r.prepared, r.experts);  // every expert it kept is a C member
+    checkNothingCounted(warm->stats());
+    QCOMPARE(warm->stats().warmPrepared, r.prepared);
+    QCOMPARE(warm->stats().indexedOnDemand, uint64_t{0});
+    std::vector<TraceEvent> events;  // no step of the model's: nothing in the schedule's trace
+    QCOMPARE(warm->drainTrace(events), size_t{0});
+    runStream(f, *warm, Stream(stream.begin(), stream.begin() + 1));
+    QVERIFY(warm->drainTrace(events) > 0);
+    RuntimeStats s = warm->stats();
+    QVERIFY2(s.hits[1] > 0 && s.inPlaceTensors == s.hits[1] * static_cast<uint64_t>(m.numKinds()),
+             qPrintable(QString("C hits %1, tensors read in place %2").arg(s.hits[1]).arg(s.inPlaceTensors)));
+    QCOMPARE(s.indexedOnDemand, uint64_t{0});  // the first step's C hits were all warm ones
+
+    // Without a warm start the same run indexes its C members at their first hit.
+    auto cold = ExpertRuntime::open(f.opened, o, f.directProfile);
+    runStream(f, *cold, stream);
+    s = cold->stats();
+    QVERIFY2(s.inPlaceTensors > 0 && s.indexedOnDemand > 0,
+             qPrintable(QString("tensors read in place %1, indexed on demand %2").arg(s.inPlaceTensors).arg(s.indexedOnDemand)));
+    QVERIFY(s.indexedOnDemand <= s.hits[1]);
+    QCOMPARE(s.warmPrepared, uint64_t{0});
   }
 
   void besideTheModelOnAnotherThread() {
