@@ -132,7 +132,8 @@ inline int runStream(Fixture& f, ExpertRuntime& rt, const Stream& stream, std::f
                                          static_cast<size_t>(ready->expert)) * static_cast<size_t>(m.numKinds()) +
                                         static_cast<size_t>(k)];
           std::vector<uint16_t> merged;
-          ReadyExpert planes = *ready;
+          const ReadyExpert* view = &*ready;  // with in-place codes: a copy holding their plane
+          ReadyExpert planes;
           std::vector<uint8_t> exponents;
           if (!ready->tensors[static_cast<size_t>(k)]) {  // split: only where the request accepted it, and then both planes
             const bool accepted = std::any_of(reqs.begin(), reqs.end(), [&](const ExpertRequest& r) {
@@ -144,15 +145,17 @@ inline int runStream(Fixture& f, ExpertRuntime& rt, const Stream& stream, std::f
             });
             if (inPlace) {
               exponents = nibbleExponents(ready->nibble[static_cast<size_t>(k)], m.expert(l, ready->expert, k), ref.size());
+              planes = *ready;
               planes.exponents.resize(static_cast<size_t>(m.numKinds()));
               planes.exponents[static_cast<size_t>(k)] = exponents.data();
+              view = &planes;
             }
-            if (!accepted || planes.exponents.size() <= static_cast<size_t>(k) ||
-                !planes.exponents[static_cast<size_t>(k)] || ready->signMantissa.size() <= static_cast<size_t>(k) ||
+            if (!accepted || view->exponents.size() <= static_cast<size_t>(k) ||
+                !view->exponents[static_cast<size_t>(k)] || ready->signMantissa.size() <= static_cast<size_t>(k) ||
                 !ready->signMantissa[static_cast<size_t>(k)])
               qFatal("layer %d expert %d tensor %d: no BF16 words and no split planes it may have", l, ready->expert, k);
           }
-          const uint16_t* words = bf16Words(planes, static_cast<size_t>(k), ref.size(), merged);
+          const uint16_t* words = bf16Words(*view, static_cast<size_t>(k), ref.size(), merged);
           if (std::memcmp(ref.data(), words, ref.size() * 2) != 0)
             qFatal("layer %d expert %d tensor %d differs from the store", l, ready->expert, k);
         }

@@ -46,6 +46,21 @@ void checkNothingCounted(const RuntimeStats& s) {
   QCOMPARE(s.denseSeconds, 0.0);
 }
 
+// Runs `rt`'s warm start on another thread while the model's stream starts on this one (runStream
+// checks every tensor and the budget); returns what the warm start did once both are done.
+WarmUpResult warmUpBesideStream(Fixture& f, ExpertRuntime& rt, const Stream& stream) {
+  std::atomic<bool> started{false};
+  WarmUpResult r;
+  std::thread warm([&] {
+    started = true;
+    r = rt.warmUp();
+  });
+  while (!started.load()) std::this_thread::yield();
+  runStream(f, rt, stream);
+  warm.join();
+  return r;
+}
+
 }  // namespace
 
 class TestWarmStart : public QObject {
@@ -212,15 +227,7 @@ class TestWarmStart : public QObject {
     // indexed before the demand came, every tensor handed as codes is the store's, and what it did
     // not reach is indexed on demand.
     auto beside = ExpertRuntime::open(f.opened, o, f.directProfile);
-    std::atomic<bool> started{false};
-    WarmUpResult b;
-    std::thread warmThread([&] {
-      started = true;
-      b = beside->warmUp();
-    });
-    while (!started.load()) std::this_thread::yield();
-    runStream(f, *beside, stream);
-    warmThread.join();
+    const WarmUpResult b = warmUpBesideStream(f, *beside, stream);
     s = beside->stats();
     QVERIFY(b.prepared <= b.experts);
     QCOMPARE(s.warmPrepared, b.prepared);
@@ -235,15 +242,7 @@ class TestWarmStart : public QObject {
       auto plain = ExpertRuntime::open(f_.opened, o, f_.directProfile);
       runStream(f_, *plain, stream_);
       auto rt = ExpertRuntime::open(f_.opened, o, f_.directProfile);
-      std::atomic<bool> started{false};
-      WarmUpResult r;
-      std::thread warm([&] {
-        started = true;
-        r = rt->warmUp();
-      });
-      while (!started.load()) std::this_thread::yield();
-      runStream(f_, *rt, stream_);
-      warm.join();
+      const WarmUpResult r = warmUpBesideStream(f_, *rt, stream_);
       QVERIFY(r.layers <= f_.opened->manifest().numLayers());
       const RuntimeStats s = rt->stats();
       QCOMPARE(s.activations, plain->stats().activations);
