@@ -466,6 +466,7 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
   // C hits read in place, as a share of activations (each counts its tensors: whole experts).
   result.inPlacePercent = 100.0 * static_cast<double>(st.inPlaceTensors - atWarm.inPlaceTensors) /
                           std::max(1, d.store->manifest().numKinds()) / acts;
+  result.indexedOnDemand = st.indexedOnDemand - atWarm.indexedOnDemand;
   result.mibReadPerToken = static_cast<double>(st.bytesRead - atWarm.bytesRead) / (1 << 20) /
                            std::max(1.0, static_cast<double>(decodeSteps) * batch);
   if (st.layers > atWarm.layers)

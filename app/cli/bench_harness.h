@@ -100,6 +100,9 @@ struct RunResult {
   std::array<double, 4> hitPercent{};
   double missPercent = 0;
   double inPlacePercent = 0;  // activations that were C hits read in place (RuntimeStats::inPlaceTensors)
+  // C members whose codes were indexed at a hit, on the model's thread, after the warm-up
+  // (RuntimeStats::indexedOnDemand): each cost the step about 0.6 ms (docs/RUNTIME.md).
+  uint64_t indexedOnDemand = 0;
   double mibReadPerToken = 0;
   double layerMs = 0;               // mean measured layer makespan
   double makespanOverBound = 0;     // Σ measured / Σ lower bound after the warm-up

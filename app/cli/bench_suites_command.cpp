@@ -102,6 +102,7 @@ json resultJson(const std::string& system, const Measured& m) {
             {"hit_percent", r.hitPercent},
             {"miss_percent", r.missPercent},
             {"in_place_percent", r.inPlacePercent},
+            {"indexed_on_demand", r.indexedOnDemand},
             {"mib_read_per_token", r.mibReadPerToken},
             {"layer_makespan_ms", r.layerMs},
             {"makespan_over_lower_bound", r.makespanOverBound},

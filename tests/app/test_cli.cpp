@@ -400,7 +400,8 @@ class TestCli : public QObject {
       QCOMPARE(results.size(), 2);
       for (const QJsonValue v : results)
         QVERIFY2(v.toObject()["warm_start"].toObject()["experts"].toInt() > 0 &&
-                     v.toObject()["warm_start"].toObject().contains("prepared"),
+                     v.toObject()["warm_start"].toObject().contains("prepared") &&
+                     v.toObject()["indexed_on_demand"].toInt(-1) >= 0,
                  qPrintable(v.toObject()["system"].toString()));
     }
     r = runCli(gen + QStringList{"--budget", "50%", "--pools", "FS", "--replay-trace", path(tmp / "trace.tsv")});

@@ -55,9 +55,10 @@ struct ReadyExpert {
   // Where tensors[kind] is null (only when the request accepted it): the kind's exponent plane and
   // sign-mantissa plane, one byte per weight each, row-major. Empty when every tensor is BF16.
   std::vector<const uint8_t*> exponents, signMantissa;
-  // Where tensors[kind] and exponents[kind] are both null (only when the request accepted split
-  // planes): the kind's exponents as nibble codes read in place (zipmoe/nibble_shard.h), one shard per
-  // range of rows, with signMantissa[kind]. Empty when no tensor is.
+  // Where tensors[kind] and exponents[kind] are both null (only when the request accepted or merges
+  // split planes): the kind's exponents as nibble codes read in place (zipmoe/nibble_shard.h), one
+  // shard per range of rows, with signMantissa[kind]; a model that merges them turns them into words
+  // (kernels::nibbleToBf16). Empty when no tensor is.
   std::vector<std::span<const NibbleShard>> nibble;
 };
 

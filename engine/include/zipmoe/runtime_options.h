@@ -103,8 +103,9 @@ struct RuntimeOptions {
   bool fuseRecovery = true;
   // With fused recovery and a `nibble` store: a C hit the model computes from planes is handed as its
   // nibble codes, which decoding's kernels read in place (zipmoe/nibble_shard.h) — no decompression,
-  // no worker, no plane; the planner prices such hits as CPU-free. Off: the exponents are decoded
-  // into a plane first, as for every other codec (for comparison).
+  // no worker, no plane; the planner prices such hits as CPU-free. A prefill (ExpertRequest::
+  // mergesSplit, no output slots) gets them too and turns them into words in one pass on its own
+  // threads. Off: the exponents are decoded into a plane first, as for every other codec (for comparison).
   bool readCodesInPlace = true;
   // Buffers the cache pools keep come from the pages of buffers the pools freed (reused, already
   // faulted in; io/page_pool.h) instead of fresh memory. The free pages count as held and are

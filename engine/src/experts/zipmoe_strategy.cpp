@@ -300,10 +300,11 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
     // Without output slots, the model merges what it cannot compute from (ExpertRequest::mergesSplit).
     const bool planes = r.acceptsSplit || (r.mergesSplit && options_.outputSlots == 0);
     const bool split = options_.fuseRecovery && planes && !keepFull;
-    // A C hit that stays where it is, from a nibble store, for decoding (the GEMV reads the codes):
-    // its codes are read in place, nothing to do.
+    // A C hit that stays where it is, from a nibble store, handed split (decoding: the GEMV reads the
+    // codes; prefill: the model turns them into words in one pass): its codes are read in place,
+    // nothing to decode.
     const bool indexedBefore = entry.nibbleState != 0;
-    if (split && r.acceptsSplit && hasE && hasSM && keepPool == cache::kNoPool && codesInPlace_ &&
+    if (split && hasE && hasSM && keepPool == cache::kNoPool && codesInPlace_ &&
         indexInPlace(m, layer, r.expert, entry)) {
       if (!indexedBefore) ++counts.indexedExperts;
       for (int kind = 0; kind < kinds; ++kind) {

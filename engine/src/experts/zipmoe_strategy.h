@@ -27,7 +27,7 @@
 
 namespace zipmoe::experts {
 
-// Whether C hits of this store are handed to decoding as nibble codes read in place
+// Whether C hits of this store are handed to the model as nibble codes read in place
 // (RuntimeOptions::readCodesInPlace): ZipMoE mode, fused recovery, a `nibble` store.
 bool readsCodesInPlace(const RuntimeOptions& options, const Store& store);
 

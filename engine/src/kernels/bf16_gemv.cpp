@@ -99,9 +99,9 @@ __attribute__((target("avx2,fma"))) inline __m256 widen8(const SplitRows& w, siz
   const size_t at = r * w.cols + c;
   return mergeWiden8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.e + at)), w.sm + at);
 }
-// Eight codes (four bytes; c is even, so the block starts on a byte) looked up in the dictionary.
-__attribute__((target("avx2,fma"))) inline __m256 widen8(const NibbleRows& w, size_t r, size_t c) {
-  const size_t p = w.symbol(r, c);
+// Eight codes from symbol p (four bytes; p is even, so the block starts on a byte) looked up in the
+// dictionary: the exponents in the low 8 bytes.
+__attribute__((target("avx2,fma"))) inline __m128i nibbleExponents8(const NibbleRows& w, size_t p) {
   uint32_t four;
   std::memcpy(&four, w.s->codes + p / 2, sizeof four);
   const __m128i in = _mm_cvtsi32_si128(static_cast<int>(four));
@@ -109,16 +109,36 @@ __attribute__((target("avx2,fma"))) inline __m256 widen8(const NibbleRows& w, si
   const __m128i lo = _mm_and_si128(in, low4), hi = _mm_and_si128(_mm_srli_epi16(in, 4), low4);
   const __m128i special = _mm_load_si128(reinterpret_cast<const __m128i*>(w.special.data()));
   const __m128i bad = _mm_or_si128(_mm_shuffle_epi8(special, lo), _mm_shuffle_epi8(special, hi));
-  __m128i e8;
   if (_mm_testz_si128(bad, bad)) {  // the bytes past the four are code 0, never special
     const __m128i dict = _mm_load_si128(reinterpret_cast<const __m128i*>(w.dictionary.data()));
-    e8 = _mm_unpacklo_epi8(_mm_shuffle_epi8(dict, lo), _mm_shuffle_epi8(dict, hi));
-  } else {
-    alignas(16) uint8_t bytes[16] = {};
-    w.exponents(p, 8, bytes);
-    e8 = _mm_load_si128(reinterpret_cast<const __m128i*>(bytes));
+    return _mm_unpacklo_epi8(_mm_shuffle_epi8(dict, lo), _mm_shuffle_epi8(dict, hi));
   }
-  return mergeWiden8(e8, w.sm + r * w.cols + c);
+  alignas(16) uint8_t bytes[16] = {};
+  w.exponents(p, 8, bytes);
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(bytes));
+}
+__attribute__((target("avx2,fma"))) inline __m256 widen8(const NibbleRows& w, size_t r, size_t c) {
+  return mergeWiden8(nibbleExponents8(w, w.symbol(r, c)), w.sm + r * w.cols + c);
+}
+
+// Eight exponents of a nibble row (as widen8 finds them) merged with their sign-mantissa bytes into
+// eight BF16 words: exponent << 7, sign at bit 15, mantissa in bits 0–6 (bf16::mergeWord).
+__attribute__((target("avx2,fma"))) inline __m128i nibbleWords8(const NibbleRows& w, size_t r, size_t c) {
+  const __m128i e = _mm_slli_epi16(_mm_cvtepu8_epi16(nibbleExponents8(w, w.symbol(r, c))), 7);
+  const __m128i sm = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.sm + r * w.cols + c)));
+  const __m128i both = _mm_or_si128(sm, _mm_slli_epi16(sm, 8));
+  const __m128i keep = _mm_set1_epi16(static_cast<short>(0x807F));
+  return _mm_or_si128(_mm_and_si128(keep, both), _mm_andnot_si128(keep, e));
+}
+
+__attribute__((target("avx2,fma"))) void wordsAvx2(const NibbleRows& w, size_t r0, size_t r1, uint16_t* out) {
+  const size_t cols = w.cols, full = cols / 8 * 8;
+  for (size_t r = r0; r < r1; ++r) {
+    uint16_t* row = out + r * cols;
+    size_t c = 0;
+    for (; c < full; c += 8) _mm_storeu_si128(reinterpret_cast<__m128i*>(row + c), nibbleWords8(w, r, c));
+    for (; c < cols; ++c) row[c] = w.word(r, c);
+  }
 }
 
 __attribute__((target("avx2,fma"))) inline float sum8(__m256 v) {
@@ -245,6 +265,18 @@ ZIPMOE_AVX512BF16 inline __m512bh load32(const NibbleRows& w, size_t r, size_t c
   return __builtin_bit_cast(__m512bh, _mm512_maskz_mov_epi16(m, __builtin_bit_cast(__m512i, words)));
 }
 
+// Rows [r0, r1) of the words, 32 at a time; the row's tail through the masked load (its lanes past
+// the row are +0.0 and not stored).
+ZIPMOE_AVX512BF16 void wordsAvx512(const NibbleRows& w, size_t r0, size_t r1, uint16_t* out) {
+  const size_t cols = w.cols, full = cols / 32 * 32;
+  const __mmask32 tail = static_cast<__mmask32>((uint64_t{1} << (cols - full)) - 1);
+  for (size_t r = r0; r < r1; ++r) {
+    uint16_t* row = out + r * cols;
+    for (size_t c = 0; c < full; c += 32) _mm512_storeu_si512(row + c, __builtin_bit_cast(__m512i, load32(w, r, c)));
+    if (tail != 0) _mm512_mask_storeu_epi16(row + full, tail, __builtin_bit_cast(__m512i, load32(w, r, full, tail)));
+  }
+}
+
 // One row at a time, four accumulators over its columns (128 per step), every batch row of x against
 // the row while it is in L1. A thread's item is then one sequential stream, which the hardware
 // prefetchers follow from the item's first lines; four rows side by side (the AVX2 kernel's order)
@@ -348,6 +380,27 @@ void gemvNibbleBf16(GemvLevel level, std::span<const NibbleShard> shards, const 
   for (const NibbleShard& shard : shards) {
     const size_t begin = std::max(rowBegin, shard.rowBegin), end = std::min(rowEnd, shard.rowEnd);
     if (begin < end) dispatch(level, NibbleRows(shard, signMantissa, cols), begin, end, x, batch, y, ldy);
+  }
+}
+
+void nibbleToBf16(GemvLevel level, std::span<const NibbleShard> shards, const uint8_t* signMantissa, size_t cols,
+                  size_t rowBegin, size_t rowEnd, uint16_t* out) {
+  if (!gemvLevelSupported(level))
+    throw Error(std::string("BF16 GEMV level ") + gemvLevelName(level) + " is not supported by this CPU");
+  if (cols % 2 != 0)
+    throw Error("nibble words: " + std::to_string(cols) + " columns; the codes of a row start on a byte only when even");
+  for (const NibbleShard& shard : shards) {
+    const size_t begin = std::max(rowBegin, shard.rowBegin), end = std::min(rowEnd, shard.rowEnd);
+    if (begin >= end) continue;
+    const NibbleRows w(shard, signMantissa, cols);
+    switch (level) {
+      case GemvLevel::Scalar:
+        for (size_t r = begin; r < end; ++r)
+          for (size_t c = 0; c < cols; ++c) out[r * cols + c] = w.word(r, c);
+        break;
+      case GemvLevel::Avx2: wordsAvx2(w, begin, end, out); break;
+      case GemvLevel::Avx512Bf16: wordsAvx512(w, begin, end, out); break;
+    }
   }
 }
 

@@ -56,6 +56,13 @@ void gemvSplitBf16(GemvLevel level, const uint8_t* exponents, const uint8_t* sig
 void gemvNibbleBf16(GemvLevel level, std::span<const NibbleShard> shards, const uint8_t* signMantissa, size_t cols,
                     size_t rowBegin, size_t rowEnd, const uint16_t* x, size_t batch, float* y, size_t ldy);
 
+// The words of rows [rowBegin, rowEnd) of the same W, from its nibble codes and sign-mantissa plane,
+// written row-major to out (row r at out + r · cols): bf16::merge of the decoded planes in one pass,
+// with no exponent plane (a product of many rows then runs on the words). Every level writes the
+// same words. Rows no shard holds are not written. REQUIRES: as gemvNibbleBf16.
+void nibbleToBf16(GemvLevel level, std::span<const NibbleShard> shards, const uint8_t* signMantissa, size_t cols,
+                  size_t rowBegin, size_t rowEnd, uint16_t* out);
+
 // BF16 ↔ fp32 as the hardware does it: widening is exact; narrowing rounds to nearest even (NaN stays NaN).
 inline float bf16ToFloat(uint16_t h) {
   const uint32_t bits = static_cast<uint32_t>(h) << 16;

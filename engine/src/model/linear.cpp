@@ -255,6 +255,22 @@ at::Tensor projectWeight(const char* what, const at::Tensor& x, const GemvWeight
 
 }  // namespace
 
+const uint16_t* nibbleWeightWords(const GemvWeight& w, std::vector<uint16_t>& scratch) {
+  if (w.nibble.empty() || w.words) throw Error("nibbleWeightWords: a weight that is not given as nibble codes");
+  checkedWeightBytes("nibbleWeightWords", w);
+  const auto rows = static_cast<size_t>(w.rows), cols = static_cast<size_t>(w.cols);
+  if (scratch.size() < rows * cols) scratch.resize(rows * cols);
+  uint16_t* out = scratch.data();
+  // Every level writes the same words: the best one, whichever kernel the products use.
+  const kernels::GemvLevel level = kernels::bestGemvLevel();
+  // Row blocks of about 256 KiB of words: a few per thread, each a sequential stream.
+  const auto grain = static_cast<int64_t>(std::max<size_t>(1, (size_t{128} << 10) / cols));
+  at::parallel_for(0, w.rows, grain, [&](int64_t r0, int64_t r1) {
+    kernels::nibbleToBf16(level, w.nibble, w.signMantissa, cols, static_cast<size_t>(r0), static_cast<size_t>(r1), out);
+  });
+  return out;
+}
+
 at::Tensor projectSplit(const at::Tensor& x, const uint8_t* exponents, const uint8_t* signMantissa, int64_t outRows,
                         int64_t cols) {
   return projectWeight("projectSplit", x,

@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <span>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -55,6 +56,13 @@ struct GemvWeight {
   std::span<const NibbleShard> nibble{};
   int64_t rows = 0, cols = 0;
 };
+
+// W's BF16 words from its nibble codes (w.nibble and w.signMantissa), written to `scratch` (grown to
+// rows × cols) by libtorch's intra-op threads, split by rows: what a product of more rows than the
+// GEMV takes (prefill) multiplies, with no exponent plane decoded first — the same words as
+// bf16::merge of the decoded planes. Throws zipmoe::Error when w is not nibble codes or its shards do
+// not cover its rows (as projectNibble).
+const uint16_t* nibbleWeightWords(const GemvWeight& w, std::vector<uint16_t>& scratch);
 
 // The SwiGLU MLP of decoding, its three products fused into two compute-pool runs, for the n rows
 // of x (BF16, row i at x + i · cols):

@@ -197,25 +197,25 @@ class MoeBlock : public FeedForward {
     return t;
   }
 
-  // project(x, W) for either form; planes the GEMV cannot take here are merged first (same result).
+  // project(x, W) for any form; codes or planes the GEMV cannot take here (prefill: many rows) are
+  // turned into words first (same result).
   at::Tensor apply(const at::Tensor& x, const GemvWeight& w) const {
-    if (!w.nibble.empty()) {
-      // Handed only where the request accepted split planes: decoding, on the GEMV.
-      if (dtype_ != at::kBFloat16 || x.scalar_type() != at::kBFloat16 || !gemvProjects(x.numel() / w.cols))
-        throw Error("MoE layer " + std::to_string(moeLayer_) + ": an expert came as nibble codes for " +
-                    std::to_string(x.numel() / w.cols) + " rows, which the decoding kernels cannot take here");
-      return projectNibble(x, w.nibble, w.signMantissa, w.rows, w.cols);
-    }
     if (w.words) return project(x, wrap(w.words, w.rows, w.cols));
-    if (dtype_ == at::kBFloat16 && x.scalar_type() == at::kBFloat16 && gemvProjects(x.numel() / w.cols))
-      return projectSplit(x, w.exponents, w.signMantissa, w.rows, w.cols);
+    const bool gemv = dtype_ == at::kBFloat16 && x.scalar_type() == at::kBFloat16 && gemvProjects(x.numel() / w.cols);
+    if (gemv) return w.nibble.empty() ? projectSplit(x, w.exponents, w.signMantissa, w.rows, w.cols)
+                                      : projectNibble(x, w.nibble, w.signMantissa, w.rows, w.cols);
     // One tensor of scratch per thread, kept: a fresh one would fault its pages in at every expert.
     thread_local std::vector<uint16_t> scratch;
-    const size_t numel = static_cast<size_t>(w.rows * w.cols);
-    if (scratch.size() < numel) scratch.resize(numel);
-    bf16::merge(w.exponents, w.signMantissa, numel, scratch.data());
-    const at::Tensor merged = at::from_blob(scratch.data(), {w.rows, w.cols}, at::kBFloat16);
-    return project(x, dtype_ == at::kBFloat16 ? merged : merged.to(dtype_));
+    const uint16_t* words = nullptr;
+    if (!w.nibble.empty()) {
+      words = nibbleWeightWords(w, scratch);
+    } else {
+      const size_t numel = static_cast<size_t>(w.rows * w.cols);
+      if (scratch.size() < numel) scratch.resize(numel);
+      bf16::merge(w.exponents, w.signMantissa, numel, scratch.data());
+      words = scratch.data();
+    }
+    return project(x, wrap(words, w.rows, w.cols));
   }
 
   at::Tensor wrap(const uint16_t* data, int64_t rows, int64_t cols) const {

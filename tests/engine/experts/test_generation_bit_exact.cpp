@@ -253,6 +253,40 @@ class TestGenerationBitExact : public QObject {
     checkConfigurations(nibble);
   }
 
+  // A prefill's C hits from a nibble store — experts routed more tokens than the GEMV takes — are
+  // handed as their codes and turned into words by the model in one pass: the same tokens and logits
+  // as the resident run, every C hit read in place and no exponent plane decoded for any of them.
+  void prefillComputesCHitsFromTheirCodes() {
+    const auto hf = tinyModel(ModelFamily::Olmoe, 2, "olmoe-prefill-hf");
+    Model m;
+    prepare(m, hf, "olmoe-prefill-nibble", parseCodecSpec("nibble"), 2);
+    auto resident = MoeModel::load(m.store);
+    const ModelConfig& c = resident->config();
+    // n · k > kMaxGemvRows (8) · E: some expert of every layer is routed more than 8 of the tokens.
+    const int n = 8 * c.numExperts / c.numExpertsPerTok + 8;
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < n; ++i) prompt.push_back(static_cast<int32_t>((53 * i + 7) % c.vocabSize));
+    const Run want = runModel(*resident, prompt, 4);
+    RuntimeOptions o;
+    // C only, room for every expert (a tiny model's C parts are padded to 4 KiB a chunk, far more than
+    // its BF16 bytes): the warm start makes each one a C member.
+    o.pools = 0x2u;
+    o.budget = MemoryBudget::bytes(64ull << 20);
+    auto rt = ExpertRuntime::open(m.opened, o, m.profile);
+    const WarmUpResult warm = rt->warmUp();
+    QVERIFY(!warm.stopped);
+    QCOMPARE(warm.experts, static_cast<uint64_t>(c.numMoeLayers() * c.numExperts));
+    ModelOptions mo;
+    mo.experts = rt;
+    auto model = MoeModel::load(m.store, mo);
+    QVERIFY(identical(runModel(*model, prompt, 4), want));
+    const RuntimeStats st = rt->stats();
+    QCOMPARE(st.misses, uint64_t{0});
+    QCOMPARE(st.inPlaceTensors, st.hits[1] * static_cast<uint64_t>(m.opened->manifest().numKinds()));
+    QCOMPARE(st.splitTensors, uint64_t{0});  // no C hit went through a worker's decoding
+    QVERIFY(st.heldBytes <= st.budgetBytes);
+  }
+
   // The oracle predictor on trace-replayed routing, at accuracies 0 (every guess wrong), 0.5 and 1:
   // the same tokens and logits as the resident run with the same replayed routing, and the model's
   // own score of its guesses matches the accuracy asked for at its ends.

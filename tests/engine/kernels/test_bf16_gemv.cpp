@@ -249,6 +249,52 @@ class TestBf16Gemv : public QObject {
                                                             y.data(), 1));
   }
 
+  // The words written from nibble codes (a prefill's C hits): exactly W's words at every level — no
+  // arithmetic, so NaNs keep their bits too — for every tail, shard boundaries anywhere, escapes in
+  // many blocks and all 65536 words; rows outside the range asked for are not written.
+  void theWordsFromNibbleCodesAreTheWords() {
+    std::mt19937 rng(23);
+    const auto check = [](GemvLevel level, const std::vector<uint16_t>& w, size_t rows, size_t cols, size_t shards,
+                          size_t r0, size_t r1) {
+      std::vector<uint8_t> e(w.size()), sm(w.size());
+      zipmoe::bf16::split(w.data(), w.size(), e.data(), sm.data());
+      std::vector<std::vector<uint8_t>> coded;
+      std::vector<std::vector<uint32_t>> positions;
+      const auto nibble = nibbleShards(e, rows, cols, shards, coded, positions);
+      constexpr uint16_t kUntouched = 0xDEAD;
+      std::vector<uint16_t> out(w.size(), kUntouched);
+      nibbleToBf16(level, nibble, sm.data(), cols, r0, r1, out.data());
+      for (size_t i = 0; i < w.size(); ++i) {
+        const size_t r = i / cols;
+        const uint16_t want = r >= r0 && r < r1 ? w[i] : kUntouched;
+        QVERIFY2(out[i] == want, qPrintable(QString("%1: %2 rows x %3 cols in %4 shards, rows %5..%6: word %7 is %8, expected %9")
+                                                .arg(gemvLevelName(level)).arg(rows).arg(cols).arg(shards).arg(r0).arg(r1)
+                                                .arg(i).arg(out[i], 4, 16).arg(want, 4, 16)));
+      }
+    };
+    for (const GemvLevel level : supportedGemvLevels()) {
+      for (const size_t cols : {size_t{2}, size_t{8}, size_t{30}, size_t{32}, size_t{34}, size_t{64}, size_t{100},
+                                size_t{226}, size_t{1408}}) {
+        for (const size_t rows : {size_t{1}, size_t{5}, size_t{13}}) {
+          auto w = randomBf16(rows * cols, rng, 0.05f);
+          for (size_t r = 0; r < rows; ++r)  // rare exponents: escapes
+            for (const float rare : {1e-30f, 3e-20f, 7e5f, 2e25f}) w[r * cols + rng() % cols] = floatToBf16(rng() % 2 ? rare : -rare);
+          for (const size_t shards : {size_t{1}, size_t{3}}) {
+            check(level, w, rows, cols, shards, 0, rows);
+            if (rows > 2) check(level, w, rows, cols, shards, 1, rows - 1);
+          }
+        }
+      }
+      std::vector<uint16_t> all(65536);
+      for (uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
+      check(level, all, 256, 256, 3, 0, 256);
+      check(level, all, 256, 256, 3, 83, 171);
+    }
+    std::vector<uint8_t> sm(3);
+    std::vector<uint16_t> out(3);
+    QVERIFY_THROWS_EXCEPTION(zipmoe::Error, nibbleToBf16(GemvLevel::Scalar, {}, sm.data(), 3, 0, 1, out.data()));
+  }
+
   void anUnsupportedLevelIsRefused() {
     for (const GemvLevel level : {GemvLevel::Avx2, GemvLevel::Avx512Bf16}) {
       if (gemvLevelSupported(level)) continue;
