@@ -84,6 +84,9 @@ struct RuntimeStats {
   // indexed for it at that hit, on the model's thread (once per C member: see warmPrepared).
   uint64_t inPlaceTensors = 0;
   uint64_t indexedOnDemand = 0;
+  // Tensors of a prefill's misses that C keeps whose codes a worker indexed instead of decoding
+  // them: handed to the model as nibble codes (not counted in splitTensors).
+  uint64_t indexedMissTensors = 0;
   // Speculative prefetch (RuntimeOptions::prefetchSlots > 0). Hinted: experts the model named;
   // prefetched: bytes the prefetch reads brought in; useful: of those, bytes a layer then used
   // instead of reading them; wasted: bytes of guesses no layer used. Coverage of the demand =

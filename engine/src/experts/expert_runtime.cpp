@@ -558,7 +558,10 @@ class Runtime final : public ExpertRuntime {
     }
     stats_.bytesRead += job.bytesRead;
     stats_.stallSeconds += job.stallSeconds;
-    for (const sched::JobTask& t : job.tasks) stats_.splitTensors += t.split && t.recovered ? 1 : 0;
+    for (const sched::JobTask& t : job.tasks) {
+      stats_.splitTensors += t.split && t.recovered && !t.indexed ? 1 : 0;
+      stats_.indexedMissTensors += t.recovered && t.indexed ? 1 : 0;
+    }
     if (layer == 0) stats_.steps += 1;
   }
 
@@ -580,6 +583,7 @@ class Runtime final : public ExpertRuntime {
           if (keepsSignMantissa(static_cast<Pool>(k.pool)) && to.sm.size() == 0) to.sm = std::move(from.sm);
         }
         cache_->insert(layer, k.expert, k.pool, std::move(k.parts), useClock_);
+        adoptIndexedCodes(job, layer, k.expert);
         ++committed;
       }
     }
@@ -587,6 +591,24 @@ class Runtime final : public ExpertRuntime {
     cache_->enforceCapacities();  // a plan applied while this layer ran may have shrunk the pools
     trimPages(plan_.budget);
     return committed;
+  }
+
+  // A C member committed from a miss whose every tensor a worker indexed (sched::JobTask::indexCodes):
+  // its entry takes the shards, which point into the buffers it now holds, so its next hit is read in
+  // place without indexing it again. REQUIRES: cacheMutex_ held.
+  void adoptIndexedCodes(const sched::LayerJob& job, int layer, int expert) {
+    cache::Entry& entry = cache_->entry(layer, expert);
+    if (entry.pool != poolIndex(Pool::C)) return;
+    std::vector<std::vector<NibbleShard>> shards(static_cast<size_t>(sizes_.kinds()));
+    int indexed = 0;
+    for (const sched::JobTask& t : job.tasks)
+      if (t.key.expert == expert && t.indexed && t.recovered) {
+        shards[static_cast<size_t>(t.kind)] = t.nibble;
+        ++indexed;
+      }
+    if (indexed != sizes_.kinds()) return;
+    entry.nibble = std::move(shards);
+    entry.nibbleState = 1;
   }
 
   // The layer's measured makespan over the planner's estimate for its hit pattern, priced with the

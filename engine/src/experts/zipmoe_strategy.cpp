@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "sched/schedule.h"
+#include "sched/tensor_codes.h"
 #include "zipmoe/error.h"
 
 namespace zipmoe::experts {
@@ -21,43 +22,20 @@ const uint8_t* usePrefetched(io::AlignedBuffer& prefetched, bool keep, io::Align
   return kept.data();
 }
 
-// Indexes a C member's E-chunks so that decoding reads its nibble codes in place, once per entry
-// (cache::Entry::nibbleState): each shard must code whole rows of an even number of columns in
-// nibble mode, with its escape positions fitting in the chunk's padding, where they are written.
-// False (and the entry keeps decoding) otherwise. Throws zipmoe::Error, naming the chunk, on a
-// malformed one.
+// Indexes a C member's E-chunks so that the model reads its nibble codes in place, once per entry
+// (cache::Entry::nibbleState; sched/tensor_codes.h says which tensors can be). False (and the entry
+// keeps decoding) otherwise. Throws zipmoe::Error, naming the chunk, on a malformed one.
 bool indexInPlace(const Manifest& m, int layer, int expert, cache::Entry& entry) {
   if (entry.nibbleState != 0) return entry.nibbleState > 0;
   entry.nibbleState = -1;
   std::vector<std::vector<NibbleShard>> kinds;
   for (size_t kind = 0; kind < entry.tensors.size(); ++kind) {
     const ExpertTensorEntry& te = m.expert(layer, expert, static_cast<int>(kind));
-    if (te.shape.size() != 2 || te.shape[1] % 2 != 0) return false;
-    const auto cols = static_cast<uint64_t>(te.shape[1]);
-    const uint64_t shards = te.eChunks.size();
-    uint8_t* base = entry.tensors[kind].e.data();
-    std::vector<NibbleShard>& out = kinds.emplace_back();
-    uint64_t at = 0;
-    for (uint64_t s = 0; s < shards; ++s) {
-      const ChunkRef& c = te.eChunks[s];
-      const uint64_t begin = te.numel * s / shards, end = te.numel * (s + 1) / shards;
-      if (begin % cols != 0 || end % cols != 0 || at + c.paddedSize > entry.tensors[kind].e.size()) return false;
-      const uint64_t positionsAt = (c.size + 3) / 4 * 4;  // the padding after the chunk, 4-byte aligned
-      const uint64_t capacity = c.paddedSize > positionsAt ? (c.paddedSize - positionsAt) / 4 : 0;
-      std::optional<NibbleShard> shard;
-      try {
-        shard = indexNibbleChunk(base + at, c.size, end - begin, reinterpret_cast<uint32_t*>(base + at + positionsAt),
-                                 capacity);
-      } catch (const Error& e) {
-        throw Error("layer " + std::to_string(layer) + " expert " + std::to_string(expert) + " tensor " + te.name +
-                    " E-chunk " + std::to_string(s) + ": " + e.what());
-      }
-      if (!shard) return false;
-      shard->rowBegin = begin / cols;
-      shard->rowEnd = end / cols;
-      out.push_back(*shard);
-      at += c.paddedSize;
-    }
+    auto shards = sched::indexTensorCodes(te, entry.tensors[kind].e.data(), entry.tensors[kind].e.size(),
+                                          "layer " + std::to_string(layer) + " expert " + std::to_string(expert) +
+                                              " tensor " + te.name);
+    if (!shards) return false;
+    kinds.push_back(std::move(*shards));
   }
   entry.nibble = std::move(kinds);
   entry.nibbleState = 1;
@@ -332,6 +310,10 @@ double ZipMoeStrategy::buildJob(cache::ExpertCache& cache, const LayerRequest& r
       t.key = ChunkKey{layer, r.expert, kind, 0};
       t.entry = &te;
       t.split = split;
+      // A prefill's miss that C keeps, read whole: its codes are indexed in its kept buffer instead
+      // of decoded (sched::JobTask::indexCodes), so that it needs its staging slot only until then.
+      t.indexCodes = codesInPlace_ && split && !r.acceptsSplit && keepPool == poolIndex(Pool::C) &&
+                     t.state == sched::TaskState::Miss && options_.coalesceReads;
       uint64_t off = 0;
       for (const ChunkRef& c : te.eChunks) {
         t.eOffsets.push_back(off);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "sched/tensor_codes.h"
 #include "zipmoe/bf16_split.h"
 #include "zipmoe/error.h"
 
@@ -79,10 +80,22 @@ class LayerBatch : public ExpertBatch {
     ++job.returnedCount;
     job.current = chosen;
     job.currentSince = now;
-    if (!e.nibble.empty())
-      return ReadyExpert{e.expert, e.tensors, std::vector<const uint8_t*>(e.tensors.size(), nullptr),
-                         e.nibbleSignMantissa, e.nibble};
-    return ReadyExpert{e.expert, e.tensors, e.exponents, e.signMantissa, {}};
+    if (e.nibble.empty()) return ReadyExpert{e.expert, e.tensors, e.exponents, e.signMantissa, {}};
+    // Some kinds as nibble codes (a C hit read in place: all; an indexed miss: those indexed), the
+    // others as planes.
+    const size_t kinds = e.tensors.size();
+    ReadyExpert ready{e.expert, e.tensors, std::vector<const uint8_t*>(kinds, nullptr),
+                      std::vector<const uint8_t*>(kinds, nullptr), e.nibble};
+    ready.nibble.resize(kinds);
+    for (size_t k = 0; k < kinds; ++k) {
+      if (!ready.nibble[k].empty()) {
+        ready.signMantissa[k] = e.nibbleSignMantissa[k];
+      } else {
+        if (k < e.exponents.size()) ready.exponents[k] = e.exponents[k];
+        if (k < e.signMantissa.size()) ready.signMantissa[k] = e.signMantissa[k];
+      }
+    }
+    return ready;
   }
 
  private:
@@ -407,6 +420,20 @@ void Executor::executePrefetch(PrefetchRead read, bool outsideJob) {
   if (outsideJob) prefetchCounters_.secondsOutsideJobs += seconds(b - a);
 }
 
+// Shard s of t's E-chunks decoded into its plane.
+void Executor::decompressShard(JobTask& t, size_t s) const {
+  const ChunkRef& c = t.entry->eChunks[s];
+  uint64_t planeOffset = 0;
+  for (size_t i = 0; i < s; ++i) planeOffset += t.entry->eChunks[i].count;
+  try {
+    store_->codec().decompress(t.eBuf + t.eOffsets[s], static_cast<size_t>(c.size), t.plane + planeOffset,
+                               static_cast<size_t>(c.count));
+  } catch (const Error& err) {
+    throw Error("E-chunk " + std::to_string(s) + " of '" + t.entry->name + "' in " +
+                (store_->dir() / "experts.bin").string() + ": " + err.what());
+  }
+}
+
 void Executor::finishIfSplit(JobTask& t) {
   if (t.split && !t.recovered && t.decompressLeft == 0 && (t.smResident || t.smRead)) finishTask(t);
 }
@@ -422,16 +449,26 @@ void Executor::finishTask(JobTask& t) {
       e.exponents.resize(e.tensors.size(), nullptr);
       e.signMantissa.resize(e.tensors.size(), nullptr);
     }
-    e.exponents[kind] = t.plane;
+    e.exponents[kind] = t.indexed ? nullptr : t.plane;
     e.signMantissa[kind] = t.smBuf;
     e.tensors[kind] = nullptr;
+    if (t.indexed) {
+      if (e.nibble.size() < e.tensors.size()) {
+        e.nibble.resize(e.tensors.size());
+        e.nibbleSignMantissa.resize(e.tensors.size(), nullptr);
+      }
+      e.nibble[kind] = t.nibble;
+      e.nibbleSignMantissa[kind] = t.smBuf;
+    }
   } else {
     e.tensors[static_cast<size_t>(t.kind)] = t.result;
   }
-  for (const JobTask& other : job.tasks)
-    if (other.expertIndex == t.expertIndex && other.split) holdsStaging = true;
   if (--e.tasksLeft == 0) {
     e.ready = true;
+    // Planes handed to the model stay in the staging slot until it has computed the expert; codes
+    // (indexed) are in kept buffers. (Read once every task is done: a worker sets `indexed` unlocked.)
+    for (const JobTask& other : job.tasks)
+      if (other.expertIndex == t.expertIndex && other.split && !other.indexed) holdsStaging = true;
     if (e.stagingSlot >= 0 && !holdsStaging) {
       stagingFree_[static_cast<size_t>(e.stagingSlot)] = 1;
       e.stagingSlot = -1;
@@ -554,22 +591,29 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
     }
     case ExecKind::Decompress: {
       const auto s = static_cast<size_t>(op.shard);
-      const ChunkRef& c = t.entry->eChunks[s];
-      uint64_t planeOffset = 0;
-      for (size_t i = 0; i < s; ++i) planeOffset += t.entry->eChunks[i].count;
-      try {
-        store_->codec().decompress(t.eBuf + t.eOffsets[s], static_cast<size_t>(c.size), t.plane + planeOffset,
-                                   static_cast<size_t>(c.count));
-      } catch (const Error& err) {
-        throw Error("E-chunk " + std::to_string(op.shard) + " of '" + t.entry->name + "' in " +
-                    (store_->dir() / "experts.bin").string() + ": " + err.what());
+      uint64_t symbols = t.entry->eChunks[s].count;
+      if (t.indexCodes) {
+        // Shard 0 indexes the whole tensor (its E-chunks came in one read); the other shards' ops
+        // have nothing to do.
+        if (s != 0) break;
+        auto shards = indexTensorCodes(*t.entry, t.eBuf, static_cast<size_t>(t.eBytes),
+                                       "'" + t.entry->name + "' in " + (store_->dir() / "experts.bin").string());
+        if (shards) {
+          t.nibble = std::move(*shards);
+          t.indexed = true;
+        } else {
+          for (size_t i = 0; i < t.entry->eChunks.size(); ++i) decompressShard(t, i);
+        }
+        symbols = t.entry->numel;
+      } else {
+        decompressShard(t, s);
       }
       const auto b = Clock::now();
       {
         std::lock_guard lock(mutex_);
         t.decompressSeconds += seconds(b - a);
       }
-      traceOp(TraceOp::Decompress, 1 + index, *job, t, op.shard, c.count, a, b);
+      traceOp(TraceOp::Decompress, 1 + index, *job, t, op.shard, symbols, a, b);
       break;
     }
     case ExecKind::Recover: {

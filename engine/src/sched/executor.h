@@ -31,6 +31,7 @@
 #include "io/page_pool.h"
 #include "sched/schedule.h"
 #include "zipmoe/expert_provider.h"
+#include "zipmoe/nibble_shard.h"
 #include "zipmoe/store.h"
 #include "zipmoe/trace_events.h"
 
@@ -55,6 +56,14 @@ struct JobTask {
                           // decompressed and its SM-chunk is in; the expert keeps its staging slot
                           // until the model has computed it
   bool wholeRead = false; // one ReadTensor (E-chunks + SM-chunk): a miss
+  // A split miss that C keeps, from a `nibble` store (ZipMoeStrategy): its E-chunks, read whole into
+  // the kept buffer, are indexed for reading in place (sched/tensor_codes.h) instead of decoded, by
+  // shard 0's Decompress op (the others do nothing). When they cannot be, that op decodes every shard
+  // into the plane as usual. Indexed, the tensor goes to the model as its codes and the expert leaves
+  // its staging slot as soon as it is ready (it has no plane there).
+  bool indexCodes = false;
+  bool indexed = false;             // set by that op: `nibble` holds the tensor's shards
+  std::vector<NibbleShard> nibble;  // in the kept E buffer
   ChunkKey key;           // layer, expert, kind (shard unused)
   const ExpertTensorEntry* entry = nullptr;
   std::vector<uint64_t> eOffsets;  // start of shard s in the E buffer (padded sizes)
@@ -215,6 +224,7 @@ class Executor {
   // `keep` grown to hold `bytes` (a fresh kept buffer when it is smaller); its data.
   uint8_t* keptData(io::AlignedBuffer& keep, uint64_t bytes) const;
   void finishTask(JobTask& task);
+  void decompressShard(JobTask& task, size_t shard) const;  // into its plane
   void finishIfSplit(JobTask& task);  // a split task is done once decompressed with its SM-chunk in
   void traceOp(TraceOp op, int lane, const LayerJob& job, const JobTask& t, int shard, uint64_t bytes, Clock::time_point a,
                Clock::time_point b);

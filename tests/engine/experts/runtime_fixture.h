@@ -139,11 +139,10 @@ inline int runStream(Fixture& f, ExpertRuntime& rt, const Stream& stream, std::f
             const bool accepted = std::any_of(reqs.begin(), reqs.end(), [&](const ExpertRequest& r) {
               return r.expert == ready->expert && (r.acceptsSplit || (r.mergesSplit && rt.options().outputSlots == 0));
             });
+            // Nibble codes (a C hit read in place, or a prefill's miss indexed in its kept buffer):
+            // decoded here into a plane of the test's own.
             const bool codes = ready->nibble.size() > static_cast<size_t>(k) && !ready->nibble[static_cast<size_t>(k)].empty();
-            const bool inPlace = codes && std::any_of(reqs.begin(), reqs.end(), [&](const ExpertRequest& r) {
-              return r.expert == ready->expert && r.acceptsSplit;
-            });
-            if (inPlace) {
+            if (codes) {
               exponents = nibbleExponents(ready->nibble[static_cast<size_t>(k)], m.expert(l, ready->expert, k), ref.size());
               planes = *ready;
               planes.exponents.resize(static_cast<size_t>(m.numKinds()));

@@ -170,6 +170,37 @@ class TestExpertRuntime : public QObject {
     }
   }
 
+  // From a `nibble` store, a prefill's miss that C keeps (a request that merges planes but does not
+  // accept them: many tokens) has its codes indexed in its kept buffer by a worker instead of decoded
+  // into a staging slot's plane, and goes to the model as codes: every tensor is the store's
+  // (runStream reads the codes back), and the C member keeps its index, so that its next hits read it
+  // in place without indexing it again on the model's thread. Runs under ThreadSanitizer.
+  void aPrefillsMissesKeptInCAreIndexedNotDecoded() {
+    Fixture f;
+    makeFixture(f, dir_ / "nibble-prefill", parseCodecSpec("nibble"), 2);
+    const Manifest& m = f.opened->manifest();
+    RuntimeOptions o;
+    o.pools = 0x2u;  // C only, with room for every expert (padded C parts: eight times the BF16 bytes)
+    o.decompressWorkers = 2;
+    o.replanEverySteps = 0;
+    o.budget = MemoryBudget::poolsForShare(1.0);
+    o.budget = MemoryBudget::bytes(open(f, o)->stats().budgetBytes * 8);
+    auto rt = open(f, o);
+    const auto stream = requestStream(4, m.numLayers(), m.numExperts, 2, 29, false);
+    runStream(f, *rt, stream);
+    const RuntimeStats first = rt->stats();
+    const auto kinds = static_cast<uint64_t>(m.numKinds());
+    QVERIFY2(first.misses > 0 && first.indexedMissTensors > 0 && first.indexedMissTensors <= first.misses * kinds,
+             qPrintable(QString("misses %1, their tensors indexed %2").arg(first.misses).arg(first.indexedMissTensors)));
+    QVERIFY(first.heldBytes <= first.budgetBytes);
+    runStream(f, *rt, stream);  // every expert is a C member now
+    const RuntimeStats second = rt->stats();
+    QCOMPARE(second.misses, first.misses);
+    const uint64_t cHits = second.hits[1] - first.hits[1];
+    QVERIFY(cHits > 0 && second.inPlaceTensors - first.inPlaceTensors == cHits * kinds);
+    QCOMPARE(second.indexedOnDemand, uint64_t{0});
+  }
+
   // With room for every expert in its pools, an expert is read once: its first use. Nothing is
   // dropped after use while capacity is free (the pool its rank maps to may be full: the next one
   // keeps it), and a resident expert never evicts another to move up (that victim would be read

@@ -285,6 +285,27 @@ class TestGenerationBitExact : public QObject {
     QCOMPARE(st.inPlaceTensors, st.hits[1] * static_cast<uint64_t>(m.opened->manifest().numKinds()));
     QCOMPARE(st.splitTensors, uint64_t{0});  // no C hit went through a worker's decoding
     QVERIFY(st.heldBytes <= st.budgetBytes);
+
+    // Cold, the same prompt's misses that C keeps, where routed more than 8 tokens: a worker indexes
+    // their codes instead of decoding them, and the model gets them as codes. At the prompt's second
+    // prefill those C members are read in place without being indexed again on the model's thread
+    // (only the ones routed 8 tokens or fewer the first time, decoded then, are).
+    auto cold = ExpertRuntime::open(m.opened, o, m.profile);
+    ModelOptions coldOptions;
+    coldOptions.experts = cold;
+    auto coldModel = MoeModel::load(m.store, coldOptions);
+    const Run prefillOnly{{want.logits.front()}, {}};
+    QVERIFY(identical(runModel(*coldModel, prompt, 0), prefillOnly));
+    const RuntimeStats first = cold->stats();
+    QVERIFY2(first.misses > 0 && first.indexedMissTensors > 0,
+             qPrintable(QString("misses %1, their tensors indexed %2").arg(first.misses).arg(first.indexedMissTensors)));
+    QVERIFY(identical(runModel(*coldModel, prompt, 0), prefillOnly));
+    const RuntimeStats second = cold->stats();
+    const uint64_t cHits = second.hits[1] - first.hits[1];
+    QVERIFY2(cHits > 0 && second.indexedOnDemand < cHits,
+             qPrintable(QString("C hits %1, indexed on demand %2").arg(cHits).arg(second.indexedOnDemand)));
+    QVERIFY(identical(runModel(*coldModel, prompt, 4), want));
+    QVERIFY(cold->stats().heldBytes <= cold->stats().budgetBytes);
   }
 
   // The oracle predictor on trace-replayed routing, at accuracies 0 (every guess wrong), 0.5 and 1:
