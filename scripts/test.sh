@@ -16,10 +16,19 @@ source "$root/scripts/deps.sh"
 zipmoe_install_packages "${ZIPMOE_APT_PACKAGES[@]}" "${ZIPMOE_TEST_PACKAGES[@]}"
 jobs="$(zipmoe_jobs)"
 export QT_QPA_PLATFORM=offscreen
+# Each stage's wall time (build and tests apart) goes into the summary, so a slow CI shows where.
+timings=()
+stage_start=$SECONDS
+# Notes the time since the last mark under the given name.
+mark() {
+  timings+=("$(printf '%-28s %4d s' "$1" $((SECONDS - stage_start)))")
+  stage_start=$SECONDS
+}
 
 echo "== [1/5] build and test (warnings are errors)"
 cmake -S "$root" -B "$root/build-test" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
 cmake --build "$root/build-test" -j "$jobs"
+mark "[1] build"
 summary=()
 # Runs ctest over BUILD_DIR with the given arguments, keeps its log, and notes "what: N tests" for
 # the summary, with every skipped test by name: whole suites CTest skipped, and the test functions
@@ -47,23 +56,28 @@ prune_build() {
   fi
 }
 run_ctest "[1] build and test" "$root/build-test" --output-on-failure -j "$jobs"
+mark "[1] tests"
 prune_build "$root/build-test"
 
 echo "== [2/5] engine tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S "$root" -B "$root/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZIPMOE_SANITIZE=ON \
   -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
 cmake --build "$root/build-asan" -j "$jobs"
+mark "[2] build"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0" \
   run_ctest "[2] ASan/UBSan" "$root/build-asan" --output-on-failure -j "$jobs" -LE no-sanitizer
+mark "[2] tests"
 prune_build "$root/build-asan"
 
 echo "== [3/5] threaded expert-runtime tests under ThreadSanitizer"
 cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPMOE_SANITIZE=thread \
   -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
 cmake --build "$root/build-tsan" -j "$jobs" --target zipmoe_thread_tests
+mark "[3] build"
 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp" \
   run_ctest "[3] TSan" "$root/build-tsan" --output-on-failure -j "$jobs" -L threads
+mark "[3] tests"
 prune_build "$root/build-tsan"
 
 echo "== [4/5] fuzzing (libFuzzer + ASan/UBSan)"
@@ -72,6 +86,7 @@ cmake -S "$root" -B "$root/build-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInf
 fuzz_targets=(fuzz_manifest fuzz_safetensors_header fuzz_chunk_decode fuzz_tokenizer_json fuzz_chat_template
               fuzz_openai_request fuzz_placement)
 cmake --build "$root/build-fuzz" -j "$jobs" --target "${fuzz_targets[@]}"
+mark "[4] build"
 seconds="${ZIPMOE_FUZZ_SECONDS:-45}"
 for target in "${fuzz_targets[@]}"; do
   corpus="$root/build-fuzz/corpus-$target"
@@ -89,6 +104,7 @@ for target in "${fuzz_targets[@]}"; do
   grep -E '^stat::(number_of_executed_runs|new_units_added|peak_rss_mb)' "$log" || tail -n 4 "$log"
 done
 summary+=("[4] fuzzing: ${seconds}s per target, no crash")
+mark "[4] fuzzing"
 prune_build "$root/build-fuzz"
 
 echo "== [5/5] CUDA recovery kernel (compile and link; it runs only where a GPU is)"
@@ -103,10 +119,13 @@ if [ -n "$nvcc" ]; then
   else
     summary+=("[5] CUDA kernel: compiled and linked with nvcc; not run (no GPU on this machine)")
   fi
+  mark "[5] build"
   prune_build "$root/build-cuda"
 else
   summary+=("[5] CUDA kernel: skipped (no nvcc)")
 fi
 echo "== summary"
 printf '  %s\n' "${summary[@]}"
+echo "== time per stage (total $SECONDS s)"
+printf '  %s\n' "${timings[@]}"
 echo "all tests passed"
