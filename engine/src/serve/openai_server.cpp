@@ -2,6 +2,7 @@
 #include "zipmoe/openai_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -22,6 +23,7 @@ namespace {
 
 constexpr auto kPoll = std::chrono::milliseconds(100);
 constexpr const char* kJson = "application/json";
+constexpr int kListenBacklog = 1024;  // pending connections the kernel queues before accept
 
 int64_t unixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -63,6 +65,7 @@ struct OpenAiServer::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> nextResponse{1};
   int port = 0;
+  std::atomic<int> listenFd{-1};  // the bound socket (httplib's socket-options hook reports it)
   const int64_t created = unixNow();
 
   Impl(ServeScheduler& s, ServerOptions o) : scheduler(s), options(std::move(o)) {}
@@ -72,6 +75,13 @@ struct OpenAiServer::Impl {
     server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     server.set_payload_max_length(options.maxBodyBytes);
     server.set_keep_alive_timeout(2);
+    // httplib's own options (SO_REUSEPORT) would let a second server share the port; SO_REUSEADDR
+    // only allows a restart over connections in TIME_WAIT. The hook also tells start() the socket.
+    server.set_socket_options([this](int sock) {
+      int yes = 1;
+      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      listenFd = sock;
+    });
     server.set_read_timeout(10, 0);
 
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -297,6 +307,11 @@ int OpenAiServer::start() {
       throw Error("serve: cannot bind " + where + " (in use, or the host is not an address of this machine)");
     m.port = m.options.port;
   }
+  // Debian's httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed in its shared
+  // library): 32 clients connecting at once overflowed it, and the kernel's SYN cookies then reset
+  // some connections (the load test saw "Connection reset by peer"). Listening again on the bound
+  // socket raises the backlog (the kernel caps it at net.core.somaxconn).
+  if (const int fd = m.listenFd.load(); fd >= 0) ::listen(fd, kListenBacklog);
   m.listener = std::thread([&m] { m.server.listen_after_bind(); });
   return m.port;
 }

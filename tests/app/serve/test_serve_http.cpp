@@ -125,6 +125,24 @@ class TestServeHttp : public QObject {
     }
   }
 
+  // The server's socket takes SO_REUSEADDR, not httplib's SO_REUSEPORT: a second server on a port
+  // in use is refused with an error naming the address, and the first one goes on answering.
+  void aSecondServerOnThePortIsRefused() {
+    QProcess second;
+    second.start(ZIPMOE_CLI_PATH, {"serve", QString::fromStdString(demoModel().string()), "--port",
+                                   QString::number(port_), "--dtype", "fp32"});
+    QVERIFY(second.waitForStarted(-1));
+    if (!second.waitForFinished(300000)) {  // it should end by itself; kill it only if it listens
+      second.kill();
+      second.waitForFinished(-1);
+      QFAIL("a second server started on a port in use");
+    }
+    const QString err = QString::fromUtf8(second.readAllStandardError());
+    QVERIFY2(second.exitCode() != 0, qPrintable(err));
+    QVERIFY2(err.contains("127.0.0.1:" + QString::number(port_)) && err.contains("in use"), qPrintable(err));
+    QCOMPARE(curl({url("/health")}).code, 200);
+  }
+
   void modelsAndHealth() {
     const Reply r = curl({"-H", "Authorization: Bearer " + kKey, url("/v1/models")});
     QCOMPARE(r.code, 200);
