@@ -7,4 +7,3 @@ zipmoe_add_test(test_chat_branches
           ${PROJECT_SOURCE_DIR}/app/chat/data/schema_migrations.cpp
   LIBS Qt6::Sql)
 target_include_directories(test_chat_branches PRIVATE ${PROJECT_SOURCE_DIR}/app/chat/data)
-target_compile_definitions(test_chat_branches PRIVATE QT_NO_KEYWORDS)

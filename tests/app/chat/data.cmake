@@ -8,4 +8,3 @@ zipmoe_add_test(test_chat_database
           ${PROJECT_SOURCE_DIR}/app/chat/data/chat_export.cpp
   LIBS Qt6::Sql)
 target_include_directories(test_chat_database PRIVATE ${PROJECT_SOURCE_DIR}/app/chat/data)
-target_compile_definitions(test_chat_database PRIVATE QT_NO_KEYWORDS)

@@ -11,4 +11,3 @@ zipmoe_add_test(test_chat_models
           ${PROJECT_SOURCE_DIR}/app/chat/session/chat_list_model.cpp ${PROJECT_SOURCE_DIR}/app/chat/session/chat_types.cpp
   LIBS Qt6::Gui)
 target_include_directories(test_chat_models PRIVATE ${PROJECT_SOURCE_DIR}/app/chat/session)
-target_compile_definitions(test_chat_models PRIVATE QT_NO_KEYWORDS)

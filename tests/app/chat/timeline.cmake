@@ -8,4 +8,3 @@ zipmoe_add_test(test_timeline
     ${PROJECT_SOURCE_DIR}/app/chat/timeline/synthetic_trace.cpp
   LIBS Qt6::Quick zipmoe_core)
 target_include_directories(test_timeline PRIVATE ${PROJECT_SOURCE_DIR}/app/chat/timeline)
-target_compile_definitions(test_timeline PRIVATE QT_NO_KEYWORDS)

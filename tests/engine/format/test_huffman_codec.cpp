@@ -214,7 +214,7 @@ class TestHuffmanCodec : public QObject {
     QVERIFY2(back == data, qPrintable(QString("round trip differs for n=%1").arg(data.size())));
   }
 
- private slots:
+ private Q_SLOTS:
   void specIsHuffman() {
     const auto id = streams_ == 8 ? zipmoe::CodecId::Huffman8 : zipmoe::CodecId::Huffman;
     QVERIFY(codec_->spec() == (zipmoe::CodecSpec{id, 0}));

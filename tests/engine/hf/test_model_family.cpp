@@ -27,7 +27,7 @@ class TestModelFamily : public QObject {
     QVERIFY2(!classifyTensor(family, name).has_value(), (std::string(familyName(family)) + ": " + name).c_str());
   }
 
- private slots:
+ private Q_SLOTS:
   void namesRoundTrip() {
     QCOMPARE(allFamilies().size(), size_t{6});
     for (ModelFamily family : allFamilies()) QCOMPARE(familyFromName(familyName(family)), std::optional(family));

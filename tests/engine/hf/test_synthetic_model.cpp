@@ -61,7 +61,7 @@ void checkFile(const std::filesystem::path& path, const std::map<std::string, Sh
 class TestSyntheticModel : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void realCheckpointTables_data() {
     QTest::addColumn<QString>("dir");
     QTest::addColumn<int>("family");

@@ -41,7 +41,7 @@ const char* kSample =
 class TestDemoModel : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void configIsMixtral() {
     const json c = readJson("config.json");
     QCOMPARE(c["model_type"].get<std::string>(), std::string("mixtral"));

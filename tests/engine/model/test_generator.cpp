@@ -55,7 +55,7 @@ std::vector<int32_t> prompt(const Tokenizer& tokenizer) { return tokenizer.encod
 class TestGenerator : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void greedyEqualsStepwiseArgmax_data() { addFamilies(); }
   void greedyEqualsStepwiseArgmax() {
     QFETCH(QString, family);

@@ -26,7 +26,7 @@ json presetConfig(ModelFamily family, const std::string& preset = "tiny") {
 class TestModelConfig : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void mixtralTiny() {
     const ModelConfig c = parseModelConfig(presetConfig(ModelFamily::Mixtral), "cfg.json");
     QCOMPARE(c.family, ModelFamily::Mixtral);

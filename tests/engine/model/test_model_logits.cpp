@@ -75,7 +75,7 @@ Comparison compare(const std::vector<std::vector<float>>& rows, const std::vecto
 class TestModelLogits : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void matchesTransformers_data() {
     QTest::addColumn<QString>("fixture");
     for (const char* name : {"mixtral", "qwen2_moe", "qwen2_moe_mlp_only", "qwen3_moe", "olmoe", "olmoe_clip",

@@ -124,7 +124,7 @@ void rewriteTensorShape(const std::filesystem::path& file, const std::string& na
 class TestMoeModel : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void batchMatchesOneByOne_data() {
     QTest::addColumn<int>("family");
     QTest::newRow("mixtral") << static_cast<int>(ModelFamily::Mixtral);

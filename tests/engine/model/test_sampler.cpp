@@ -72,7 +72,7 @@ std::vector<float> logitsOf(const std::vector<double>& probs) {
 class TestSampler : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void validateNamesTheField() {
     validate(SamplingParams{});
     const auto with = [](auto change) {

@@ -72,7 +72,7 @@ void checkCases(const ChatTemplate& tmpl, const ordered_json& entry, int& checke
 class TestChatTemplate : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void generatedModelTemplatesMatchJinja2() {
     const ordered_json fixture = readFixture("generated.json");
     QCOMPARE(fixture["templates"].size(), size_t{5});

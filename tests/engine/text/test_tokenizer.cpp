@@ -96,7 +96,7 @@ void writeJson(const fs::path& p, const json& j) { std::ofstream(p) << j.dump();
 class TestTokenizer : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void generatedFamilies_data() {
     QTest::addColumn<QString>("family");
     for (const char* f : {"mixtral", "qwen2_moe", "deepseek_v2", "olmoe", "switch_transformers"}) QTest::newRow(f) << f;

@@ -98,7 +98,7 @@ void checkExactReproduction(const std::shared_ptr<const ActivationTrace>& trace,
 class TestActivationTrace : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void realTraces_data() {
     QTest::addColumn<QString>("file");
     QTest::addColumn<QString>("model");

@@ -147,7 +147,7 @@ void addFamilies() {
 class TestTraceRouting : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void requestsFollowTheTrace_data() { addFamilies(); }
   void requestsFollowTheTrace() {
     QFETCH(int, family);

@@ -46,7 +46,7 @@ DemoTrainOptions tinyOptions() {
 class TestTrain : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void preTokenizerFollowsGpt2Regex() {
     const auto pieces = gpt2PreTokenize("Hello  world's 42!\n\nX ");
     const std::vector<std::string_view> expected = {"Hello", " ", " world", "'s", " 42", "!", "\n", "\n", "X", " "};
