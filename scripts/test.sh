@@ -65,8 +65,8 @@ mark "[1] tests"
 prune_build "$root/build-test"
 
 echo "== [2/5] engine tests under AddressSanitizer + UndefinedBehaviorSanitizer"
-# A Debug build (assertions on) at -O1, as AddressSanitizer's authors advise: the suites run about
-# twice as fast as at -O0 for the same compile time, and reports keep their stacks.
+# A Debug build (assertions on) at -O1, as AddressSanitizer's authors advise: the suites take about
+# 30 % less time than at -O0 (455 -> 316 s) for about 50 s more compiling, and reports keep their stacks.
 cmake -S "$root" -B "$root/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g1" \
   "-DCMAKE_C_FLAGS_DEBUG=-O1 -g1" -DZIPMOE_SANITIZE=ON \
   -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
@@ -148,7 +148,7 @@ if [ -n "$nvcc" ]; then
   else
     summary+=("[5] CUDA kernel: compiled and linked with nvcc; not run (no GPU on this machine)")
   fi
-  mark "[5] build"
+  mark "[5] CUDA kernel"
   prune_build "$root/build-cuda"
 else
   summary+=("[5] CUDA kernel: skipped (no nvcc)")

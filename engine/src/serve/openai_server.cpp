@@ -65,7 +65,7 @@ struct OpenAiServer::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> nextResponse{1};
   int port = 0;
-  std::atomic<int> listenFd{-1};  // the bound socket (httplib's socket-options hook reports it)
+  int listenFd = -1;  // the bound socket: httplib's socket-options hook reports it, inside start()
   const int64_t created = unixNow();
 
   Impl(ServeScheduler& s, ServerOptions o) : scheduler(s), options(std::move(o)) {}
@@ -311,7 +311,7 @@ int OpenAiServer::start() {
   // library): 32 clients connecting at once overflowed it, and the kernel's SYN cookies then reset
   // some connections (the load test saw "Connection reset by peer"). Listening again on the bound
   // socket raises the backlog (the kernel caps it at net.core.somaxconn).
-  if (const int fd = m.listenFd.load(); fd >= 0) ::listen(fd, kListenBacklog);
+  if (m.listenFd >= 0) ::listen(m.listenFd, kListenBacklog);
   m.listener = std::thread([&m] { m.server.listen_after_bind(); });
   return m.port;
 }
