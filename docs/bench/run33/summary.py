@@ -54,7 +54,9 @@ for model, budgets in out.items():
         c = budgets["25"][order]
         print(f"| {model}, {order} | {c['resident_over_floor']:.2f} | {c['read_bandwidth_gb_per_s']:.1f} |")
 print()
-print("At 25 %: | model, order | bytes ÷ LRU | stall ms/MiB ZipMoE / LRU | ZipMoE stall / ⅓ of LRU's (ms) "
+print("At 25 %:")
+print()
+print("| model, order | bytes ÷ LRU | stall ms/MiB ZipMoE / LRU | ZipMoE stall / ⅓ of LRU's (ms) "
       "| reads to hide for ⅓ (ms) | all-resident token (ms) |")
 print("|---|---|---|---|---|---|")
 goal = {}
