@@ -20,3 +20,5 @@ echo ALL_DONE
 #   $S --budgets 10,25,50,75 --systems zipmoe,full-lru --out $R/qwen8-first-2 > $R/qwen8-first-2.log
 #   ( while true; do echo "$(date +%T) $(grep -E 'AnonHugePages|MemFree|^Cached' /proc/meminfo | tr -s ' ' | tr '\n' ' ')"; sleep 2; done )
 # Tables: docs/bench/run33/summary.py docs/bench/run33/summary.json
+# Then batch16.sh (batch 16 at 25 %, both orders, both models) and cold-prompt.sh (run 32's cold
+# 591-token prompt, ZipMoE against LRU), after the loaded CI of the same commit had finished.
