@@ -1,5 +1,5 @@
 // Internal: what differs between the ZipMoE runtime and the full-tensor baseline, behind the one
-// interface the expert runtime (expert_runtime.cpp) drives — the working set's slot layouts, the
+// interface the expert runtime (offloading_runtime.h) drives — the working set's slot layouts, the
 // plan for a budget and how it sets the cache's capacities, one layer's job (what each requested
 // expert needs, and what the cache keeps of it afterwards), and the pools' figures for the stats.
 // Everything else is the runtime's and the same for both: counting activations, running jobs on the

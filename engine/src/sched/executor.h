@@ -39,6 +39,9 @@ namespace zipmoe::sched {
 
 using Clock = std::chrono::steady_clock;
 
+// A duration in seconds: the measured times of operations, waits and layers.
+inline double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
 // ReadE with shard kAllShards reads all K E-chunks of the task in one request; ReadTensor reads the
 // E-chunks and the SM-chunk in one (they are contiguous in the store): into the staging slot's one
 // range (smBuf = eBuf + eBytes), or, for parts a pool keeps, into their kept buffers (preadv).

@@ -2,7 +2,7 @@
 // (zipmoe/nibble_shard.h), as a C member's buffer holds them: the chunks one after another, each
 // padded to its ChunkRef::paddedSize, and each chunk's escape positions written into its own padding.
 // Used for a C member the runtime keeps (experts/zipmoe_strategy.cpp, at its first in-place hit or its
-// warm start) and for a miss a worker indexes instead of decoding (sched/executor.cpp).
+// warm start) and for a miss a worker indexes instead of decoding (sched/executor_operations.cpp).
 // Thread-safety: re-entrant; writes only into `base`. Cost: one pass over the codes.
 #pragma once
 
