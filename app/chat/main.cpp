@@ -26,6 +26,7 @@
 #include "chat_database.h"
 #include "color_scheme.h"
 #include "zipmoe/model_family.h"
+#include "zipmoe/reply.h"
 
 Q_IMPORT_QML_PLUGIN(ZipMoE_ChatPlugin)
 
@@ -67,10 +68,11 @@ QString modelDirProblem(const QString& dir) {
 // Checks every option before anything is shown or opened; an empty string when all are good.
 QString commandLineProblem(const QCommandLineParser& parser, const QCommandLineOption& model, const QCommandLineOption& database,
                            const QCommandLineOption& data, const QCommandLineOption& language, const QCommandLineOption& send,
-                           const QCommandLineOption& quit, const QCommandLineOption& hold) {
+                           const QCommandLineOption& quit, const QCommandLineOption& hold,
+                           const QCommandLineOption& overflow) {
   if (!parser.positionalArguments().isEmpty())
     return QStringLiteral("unexpected argument '%1' (options: --help)").arg(parser.positionalArguments().first());
-  for (const auto* option : {&model, &database, &data, &language, &send})
+  for (const auto* option : {&model, &database, &data, &language, &send, &overflow})
     if (parser.values(*option).size() > 1)
       return QStringLiteral("--%1 is given more than once").arg(option->names().first());
   if (parser.isSet(model))
@@ -90,6 +92,9 @@ QString commandLineProblem(const QCommandLineParser& parser, const QCommandLineO
     return QStringLiteral("--data-dir %1: is not a directory").arg(parser.value(data));
   if (parser.isSet(send) && parser.value(send).trimmed().isEmpty()) return QStringLiteral("--send: the message is empty");
   if (parser.isSet(quit) && !parser.isSet(send)) return QStringLiteral("--quit-after-reply needs --send TEXT");
+  if (parser.isSet(overflow) && parser.value(overflow) != QStringLiteral("drop-oldest") &&
+      parser.value(overflow) != QStringLiteral("error"))
+    return QStringLiteral("--context-overflow '%1': the policies are drop-oldest and error").arg(parser.value(overflow));
   if (parser.isSet(hold) && !parser.isSet(send)) return QStringLiteral("--hold-after-first-commit needs --send TEXT");
   return {};
 }
@@ -119,10 +124,16 @@ int main(int argc, char** argv) {
       QStringLiteral("hold-after-first-commit"),
       QStringLiteral("With --send: hold the reply once part of it is committed to the database and print "
                      "\"committed N characters\" on stdout (for tests that kill the app mid-reply)."));
-  parser.addOptions({modelOption, databaseOption, dataOption, languageOption, smokeOption, sendOption, quitOption, holdOption});
+  const QCommandLineOption overflowOption(
+      QStringLiteral("context-overflow"),
+      QStringLiteral("A conversation longer than the model's context: leave out its oldest turns (drop-oldest, the "
+                     "default) or refuse the reply (error)."),
+      QStringLiteral("policy"));
+  parser.addOptions(
+      {modelOption, databaseOption, dataOption, languageOption, smokeOption, sendOption, quitOption, holdOption, overflowOption});
   parser.process(app);
   if (const QString problem = commandLineProblem(parser, modelOption, databaseOption, dataOption, languageOption, sendOption,
-                                                 quitOption, holdOption);
+                                                 quitOption, holdOption, overflowOption);
       !problem.isEmpty()) {
     std::fprintf(stderr, "zipmoe-chat: error: %s\n", qPrintable(problem));
     return 1;
@@ -146,6 +157,7 @@ int main(int argc, char** argv) {
   }
   options.storesDir = QDir(dataDir).filePath(QStringLiteral("stores"));
   options.demoModelDir = demoModelDir();
+  if (parser.isSet(overflowOption)) options.contextOverflow = zipmoe::parseContextOverflow(parser.value(overflowOption).toStdString());
   auto controller = std::make_unique<zipmoe::app::ChatController>(options);
   zipmoe::app::ChatController::setInstance(controller.get());
   if (!controller->databaseError().isEmpty())

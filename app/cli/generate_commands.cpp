@@ -77,7 +77,8 @@ const CommandSpec& generateSpec() {
       concat(concat({{"--prompt", "TEXT", "the user message (or, with --raw, the text to continue)"},
                      {"--system", "TEXT", "a system message"},
                      {"--raw", "", "no chat template: encode the prompt as is"},
-                     {"--trace", "OUT.json", "write the runtime's operations as Chrome trace JSON (needs --budget)"}},
+                     {"--trace", "OUT.json", "write the runtime's operations as Chrome trace JSON (needs --budget)"},
+                     contextOverflowOptionSpec()},
                     samplingOptionSpecs()),
              runtimeOptionSpecs()),
       1, 1, kModelNote};
@@ -88,7 +89,9 @@ const CommandSpec& chatSpec() {
   static const CommandSpec spec{
       "zipmoe chat MODEL [OPTIONS]",
       "Interactive chat on stdin: /exit, /reset and /system TEXT are commands, EOF ends.",
-      concat(concat({{"--system", "TEXT", "a system message"}}, samplingOptionSpecs()), runtimeOptionSpecs()), 1, 1,
+      concat(concat({{"--system", "TEXT", "a system message"}, contextOverflowOptionSpec()}, samplingOptionSpecs()),
+             runtimeOptionSpecs()),
+      1, 1,
       kModelNote};
   return spec;
 }
@@ -150,27 +153,25 @@ Session open(const std::filesystem::path& dir, EngineOptions options, const std:
   return s;
 }
 
-void printStats(const TurnStats& turn) {
-  const GenerationStats& s = turn.generation;
-  std::fprintf(stderr, "[%d prompt tokens, %d reused, %d prefilled", turn.promptTokens, turn.reusedTokens,
-               turn.prefilledTokens);
-  if (turn.droppedMessages > 0)
-    std::fprintf(stderr, " (the %d oldest message%s left out to fit the context window)", turn.droppedMessages,
-                 turn.droppedMessages == 1 ? "" : "s");
+void printStats(const GenerationStats& s) {
+  std::fprintf(stderr, "[%d prompt tokens, %d reused, %d prefilled", s.promptTokens, s.reusedTokens, s.prefilledTokens);
+  if (s.droppedMessages > 0)
+    std::fprintf(stderr, " (the %d oldest message%s left out to fit the context window)", s.droppedMessages,
+                 s.droppedMessages == 1 ? "" : "s");
   std::fprintf(stderr, "; %d generated; time to first token %.1f ms", s.generatedTokens, s.timeToFirstTokenMs);
   if (s.generatedTokens > 1 && s.timePerOutputTokenMs > 0)
     std::fprintf(stderr, "; time per output token %.1f ms (%.2f tokens/s)", s.timePerOutputTokenMs,
                  1000.0 / s.timePerOutputTokenMs);
   if (s.weightBytesPerToken > 0)
     std::fprintf(stderr, "; weights read per token %.1f MB", static_cast<double>(s.weightBytesPerToken) / 1e6);
-  std::fprintf(stderr, "; stop: %s]\n", s.stopReason.c_str());
+  std::fprintf(stderr, "; stop: %s]\n", stopReasonName(s.stopReason));
 }
 
 // Streams the reply to the user's message to stdout; Ctrl-C (the interrupt flag) stops it.
-TurnStats reply(Session& s, ChatSession& chat, const std::string& message, const SamplingParams& params) {
+GenerationStats reply(Session& s, ChatSession& chat, const std::string& message, const SamplingParams& params) {
   const std::atomic<bool>* interrupted = installInterruptHandler();
   resetInterrupt();
-  const TurnStats turn = chat.send(message, params, [](std::string_view text) {
+  const GenerationStats turn = chat.send(message, params, [](std::string_view text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     return true;
@@ -212,6 +213,7 @@ int runGenerate(const Args& arguments) {
   const bool trace = tracePathText.has_value();
   const std::string tracePath = tracePathText.value_or("");
   const SamplingParams params = parseSampling(line);
+  const ContextOverflow overflow = parseContextOverflowOption(line);
   EngineOptions options;
   options.model = parseModelOptions(line);
   const auto budget = parseRuntimeOptions(line, options);
@@ -226,16 +228,16 @@ int runGenerate(const Args& arguments) {
   const bool useTemplate = !raw && s.chatTemplate;
   if (!raw && !s.chatTemplate) std::fprintf(stderr, "zipmoe: note: %s has no chat template; using the raw prompt\n", args[0].c_str());
   if (haveSystem && !useTemplate) std::fprintf(stderr, "zipmoe: note: --system is ignored without a chat template\n");
-  ChatSession chat(*s.engine, ChatSessionOptions{useTemplate});
+  ChatSession chat(*s.engine, ChatSessionOptions{useTemplate, overflow});
   if (useTemplate && haveSystem) chat.setSystemPrompt(system);
-  const TurnStats stats = reply(s, chat, prompt, params);
+  const GenerationStats stats = reply(s, chat, prompt, params);
   if (trace) {
     std::vector<TraceEvent> events;
     s.engine->runtime()->drainTrace(events);
     writeChromeTraceFile(tracePath, events, s.engine->runtime()->lanes());
     std::fprintf(stderr, "zipmoe: wrote %zu trace events to %s\n", events.size(), tracePath.c_str());
   }
-  return stats.generation.stopReason == "stopped" ? 130 : 0;
+  return stats.stopReason == StopReason::Stopped ? 130 : 0;
 }
 
 int runChat(const Args& arguments) {
@@ -243,6 +245,7 @@ int runChat(const Args& arguments) {
   if (cmdline.help()) return printUsage(chatSpec());
   const std::string system = cmdline.text("--system", "");
   const SamplingParams params = parseSampling(cmdline);
+  const ContextOverflow overflow = parseContextOverflowOption(cmdline);
   EngineOptions options;
   options.model = parseModelOptions(cmdline);
   const auto budget = parseRuntimeOptions(cmdline, options);
@@ -256,7 +259,7 @@ int runChat(const Args& arguments) {
   const bool interactive = ::isatty(STDIN_FILENO) == 1;
   if (interactive) std::fprintf(stderr, "chat: /exit to quit, /reset to clear the conversation, /system TEXT to set the system prompt\n");
   const std::atomic<bool>* interrupted = installInterruptHandler();
-  ChatSession chat(*s.engine);
+  ChatSession chat(*s.engine, ChatSessionOptions{true, overflow});
   chat.setSystemPrompt(system);
   for (;;) {
     resetInterrupt();
@@ -329,11 +332,11 @@ std::string takeWords(const std::string& text, size_t& pos, int words) {
   return out;
 }
 
-nlohmann::ordered_json turnJson(const TurnStats& t) {
+nlohmann::ordered_json turnJson(const GenerationStats& t) {
   return {{"prompt_tokens", t.promptTokens},     {"reused_tokens", t.reusedTokens},
           {"prefilled_tokens", t.prefilledTokens}, {"dropped_messages", t.droppedMessages},
-          {"generated_tokens", t.generation.generatedTokens},
-          {"ttft_ms", t.generation.timeToFirstTokenMs}, {"tpot_ms", t.generation.timePerOutputTokenMs}};
+          {"generated_tokens", t.generatedTokens},
+          {"ttft_ms", t.timeToFirstTokenMs}, {"tpot_ms", t.timePerOutputTokenMs}};
 }
 
 }  // namespace
@@ -378,12 +381,12 @@ int runBenchChat(const Args& arguments) {
     history.push_back({"user", message});
     ChatSession fresh(*s.engine);
     fresh.setMessages(history);
-    const TurnStats f = fresh.reply(params, discard);
-    const TurnStats k = kept.send(message, params, discard);
-    if (k.generation.text != f.generation.text) sameReplies = false;
-    const double speedup = f.generation.timeToFirstTokenMs / std::max(1e-9, k.generation.timeToFirstTokenMs);
+    const GenerationStats f = fresh.reply(params, discard);
+    const GenerationStats k = kept.send(message, params, discard);
+    if (k.text != f.text) sameReplies = false;
+    const double speedup = f.timeToFirstTokenMs / std::max(1e-9, k.timeToFirstTokenMs);
     std::printf("%-5d %8d %8d %10d %8d %9.1f ms %9.1f ms %7.2fx\n", turn, k.promptTokens, k.reusedTokens,
-                k.prefilledTokens, k.droppedMessages, k.generation.timeToFirstTokenMs, f.generation.timeToFirstTokenMs, speedup);
+                k.prefilledTokens, k.droppedMessages, k.timeToFirstTokenMs, f.timeToFirstTokenMs, speedup);
     rows.push_back({{"turn", turn}, {"reuse", turnJson(k)}, {"fresh", turnJson(f)}, {"ttft_speedup", speedup}});
   }
   std::printf("replies of the two sessions %s\n", sameReplies ? "identical" : "DIFFER");

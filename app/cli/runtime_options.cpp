@@ -98,6 +98,21 @@ const std::vector<OptionSpec>& runtimeOptionSpecs() {
   return all;
 }
 
+OptionSpec contextOverflowOptionSpec() {
+  return {"--context-overflow", "drop-oldest|error",
+          "a conversation longer than the context: leave out its oldest turns (default) or refuse it"};
+}
+
+ContextOverflow parseContextOverflowOption(const CommandLine& line) {
+  const auto v = line.text("--context-overflow");
+  if (!v) return ContextOverflow::DropOldest;
+  try {
+    return parseContextOverflow(*v);
+  } catch (const Error& e) {
+    throw Error(std::string("option --context-overflow: ") + e.what());
+  }
+}
+
 std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOptions& engine) {
   RuntimeOptions r;
   std::optional<BudgetSpec> budget;

@@ -18,6 +18,7 @@
 #include "command_line.h"
 #include "commands.h"
 #include "zipmoe/engine.h"
+#include "zipmoe/reply.h"
 
 namespace zipmoe::cli {
 
@@ -49,6 +50,10 @@ std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOpt
 // refused (the message names the option, the minimum in bytes and as a share of the expert bytes).
 std::unique_ptr<Engine> openEngine(const std::filesystem::path& dir, EngineOptions options,
                                    const std::optional<BudgetSpec>& budget);
+// --context-overflow drop-oldest|error, taken by every door (generate, chat, serve): what happens to
+// a conversation that outgrows the model's context window (zipmoe/conversation.h).
+OptionSpec contextOverflowOptionSpec();
+ContextOverflow parseContextOverflowOption(const CommandLine& line);  // default drop-oldest
 // A one-paragraph summary of the runtime's state after a run (pools, hits, bytes, makespans).
 std::string describeRuntime(const ExpertRuntime& runtime);
 // "[prefetch predictor router: exact 41.2%, recall 70.3%, precision 70.3% over N predictions]", or

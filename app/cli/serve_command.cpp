@@ -1,10 +1,10 @@
 // `zipmoe serve MODEL [OPTIONS]` — an OpenAI-compatible HTTP server for one model (docs/SERVER.md).
 //
-// Opens the engine (with the runtime options, like generate and chat), starts the serving scheduler
-// (zipmoe/serve_scheduler.h) and the HTTP server (zipmoe/openai_server.h) on loopback unless --host
-// says otherwise, prints "zipmoe: listening on http://HOST:PORT" on stdout, and serves until SIGTERM
-// or SIGINT: then it stops accepting, fails the requests still open with 503 and frees their
-// sequences, joins every thread and exits 0. The signals are blocked in every thread (the mask is set
+// Opens the engine (with the runtime options, like generate and chat), starts its generation core
+// (the serving scheduler, zipmoe/serve_scheduler.h, with this command's batch and policy) and the
+// HTTP server (zipmoe/openai_server.h) on loopback unless --host says otherwise, prints
+// "zipmoe: listening on http://HOST:PORT" on stdout, and serves until SIGTERM or SIGINT: then it
+// stops accepting, fails the requests still open with 503 and frees their sequences, joins every thread and exits 0. The signals are blocked in every thread (the mask is set
 // before the engine starts its threads) and taken by the main thread with sigwait.
 // With --budget, the budget is the whole memory of serving: experts + KV cache + activations.
 // With --replay-trace (benchmarks: `zipmoe bench serve --trace-file`), each request replays its own
@@ -46,6 +46,7 @@ std::vector<OptionSpec> serveOptionSpecs() {
       {"--max-connections", "N", "connections served at once (4-1024, default 64)"},
       {"--dtype", "auto|bf16|fp32", "compute type (auto: bf16 where the CPU has it)"},
       {"--threads", "N", "compute threads (0 = every CPU this process may use, up to 4096)"},
+      contextOverflowOptionSpec(),
   };
   for (const OptionSpec& r : runtimeOptionSpecs()) o.push_back(r);
   return o;
@@ -105,6 +106,7 @@ int runServe(const Args& args) {
   serve.cachedSequences = line.integer<int>("--cached-sequences", 0, 1024, 8);
   serve.expertFloorShare = line.number("--expert-floor", 0, 100, 50) / 100.0;
   serve.limits.defaultMaxTokens = line.integer<int>("--default-max-tokens", 1, 1 << 20, 256);
+  serve.contextOverflow = parseContextOverflowOption(line);
 
   EngineOptions options;
   if (const auto v = line.text("--dtype")) {
@@ -134,7 +136,7 @@ int runServe(const Args& args) {
   auto engine = openEngine(dir, std::move(options), budget);
   if (budget && engine->runtime()) serve.memoryBudget = engine->runtime()->stats().budgetBytes;
   serve.routing = engine->requestRouting();
-  ServeScheduler scheduler(engine->model(), engine->tokenizer(), engine->chatTemplate(), engine->runtime(), serve);
+  ServeScheduler& scheduler = engine->startScheduler(serve);
   OpenAiServer http(scheduler, server);
   const int port = http.start();
   std::printf("zipmoe: listening on http://%s:%d (model '%s', schedule %s, max batch %d%s)\n", server.host.c_str(),

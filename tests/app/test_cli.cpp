@@ -270,6 +270,41 @@ class TestCli : public QObject {
     }
   }
 
+  // A conversation twice as long as the demo's 256-token context: zipmoe chat leaves out the oldest
+  // turns and says so on the stats line; with --context-overflow error the turn is refused with a
+  // message naming the limit, and the chat goes on (the refused message is not kept).
+  void chatShortensOrRefusesAConversationLongerThanTheContext() {
+    QString lines;
+    for (int i = 0; i < 10; ++i)
+      lines += QString("Turn %1: now is the winter of our discontent made glorious summer by this sun of York.\n").arg(i);
+    for (const QString policy : {"drop-oldest", "error"}) {
+      QProcess chat;
+      chat.start(ZIPMOE_CLI_PATH, {"chat", QStringLiteral(ZIPMOE_SOURCE_DIR "/resources/demo-model"), "--temperature", "0",
+                                   "--max-tokens", "24", "--context-overflow", policy});
+      QVERIFY(chat.waitForStarted());
+      chat.write((lines + "/exit\n").toUtf8());
+      chat.closeWriteChannel();
+      QVERIFY(chat.waitForFinished(-1));
+      const QString err = QString::fromUtf8(chat.readAllStandardError());
+      QVERIFY2(chat.exitCode() == 0, qPrintable(err));
+      if (policy == "drop-oldest") {
+        QVERIFY2(err.contains(QRegularExpression("the \\d+ oldest messages left out to fit the context window")), qPrintable(err));
+        QVERIFY2(!err.contains("error:"), qPrintable(err));
+        QCOMPARE(err.count("; stop: "), 10);  // every turn answered
+      } else {
+        QVERIFY2(err.contains("too long for this model") && err.contains("context holds 256 tokens") &&
+                     err.contains("/reset starts a new conversation"),
+                 qPrintable(err));
+        QVERIFY2(!err.contains("left out"), qPrintable(err));
+      }
+    }
+    // generate refuses a prompt that cannot fit either way, naming the limit.
+    const Run r = runCli({"generate", QStringLiteral(ZIPMOE_SOURCE_DIR "/resources/demo-model"), "--prompt",
+                          QString("Romeo ").repeated(300), "--context-overflow", "error"});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("too long for this model") && r.err.contains("context holds 256 tokens"), qPrintable(r.err));
+  }
+
   // bench chat answers every turn twice — the kept session and a fresh one — and checks that the
   // greedy replies are the same; the kept session prefills only the new turn from turn 2 on.
   void benchChatComparesReuseWithAFreshPrefill() {
@@ -680,6 +715,8 @@ class TestCli : public QObject {
         {{"bench", "kernels", "--shapes", "12y5"}, {"--shapes", "'12y5' is not ROWSxCOLS"}},
         {{"bench", "kernels", "--batch", "9"}, {"--batch", "9 is out of range"}},
         {{"generate", "model", "--prompt", "x", "--matmul", "gpu"}, {"--matmul", "'gpu'"}},
+        {{"generate", "model", "--prompt", "x", "--context-overflow", "trim"}, {"--context-overflow", "'trim'", "drop-oldest or error"}},
+        {{"serve", "model", "--context-overflow", "trim"}, {"--context-overflow", "'trim'"}},
         {{"bench", "chat", "model", "--temperature", "0.7"}, {"--temperature must be 0"}},
         {{"bench", "planner", "--layers", "4294967297"}, {"--layers", "4294967297", "out of range"}},
         {{"convert", "a", "b", "--shards", "4294967300"}, {"--shards", "4294967300", "out of range"}},
@@ -789,6 +826,7 @@ class TestCli : public QObject {
         {{"--model", path(tmp / "gpt2" / "config.json")}, {"not a directory"}},
         {{"--language", "fr"}, {"--language 'fr'"}},
         {{"--quit-after-reply"}, {"--quit-after-reply needs --send"}},
+        {{"--context-overflow", "trim"}, {"--context-overflow 'trim'", "drop-oldest and error"}},
         {{"stray"}, {"unexpected argument 'stray'"}},
     };
     for (const auto& [args, expected] : refused) {

@@ -198,6 +198,7 @@ void ChatController::openModel(const QString& pathOrUrl) {
   OpenModelRequest request;
   request.path = path;
   request.storesDir = options_.storesDir;
+  request.contextOverflow = options_.contextOverflow;
   request.decompressWorkers = info_.decompressWorkers > 0 && path == info_.sourcePath ? info_.decompressWorkers : 0;
   tryDatabase([&](ChatDatabase& db) {
     // The budget and pools the user chose for this model last time, by path (the key needs the store).

@@ -34,6 +34,7 @@
 #include "runtime_monitor.h"
 #include "schedule_inspector.h"
 #include "timeline_model.h"
+#include "zipmoe/reply.h"
 
 namespace zipmoe::app {
 
@@ -49,6 +50,9 @@ struct ControllerOptions {
   QString storesDir;         // converted stores
   QString demoModelDir;      // the built-in demo model (HF directory)
   QString translationsPath = QStringLiteral(":/i18n");
+  // A conversation longer than the model's context: drop its oldest turns (the notice says how
+  // many) or refuse the reply with an error naming the limit (--context-overflow, as on every door).
+  ContextOverflow contextOverflow = ContextOverflow::DropOldest;
 };
 
 class ChatController : public QObject {

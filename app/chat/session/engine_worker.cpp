@@ -52,6 +52,7 @@ void EngineWorker::setPaused(bool paused) {
   {
     std::lock_guard lock(pauseMutex_);
     paused_ = paused;
+    pausedFlag_.store(paused);
   }
   pauseCv_.notify_all();
 }
@@ -200,7 +201,7 @@ void EngineWorker::openModel(const OpenModelRequest& request) {
     info_.computeDtype = engine_->model().computeDtype() == ComputeDtype::BFloat16 ? QStringLiteral("bf16")
                                                                                  : QStringLiteral("fp32");
     info_.loadSeconds = engine_->loadSeconds();
-    session_ = std::make_unique<ChatSession>(*engine_);
+    session_ = std::make_unique<ChatSession>(*engine_, ChatSessionOptions{true, request.contextOverflow});
     runtime_->set(rt);
     Q_EMIT modelReady(info_);
   } catch (const Cancelled&) {
@@ -235,42 +236,31 @@ void EngineWorker::generate(qint64 requestId, const QList<ChatTurn>& turns, cons
     params.repetitionPenalty = sampling.repetitionPenalty;
     params.seed = sampling.seed ? sampling.seed : std::random_device{}();
     params.maxTokens = sampling.maxTokens;
-    if (server_) {
-      // The system message first; appended rather than inserted at the front (GCC 12's Release
-      // build saw a potential null dereference in the inserted string's move).
-      std::vector<ChatMessage> request;
-      request.reserve(messages.size() + 1);
-      if (!system.empty()) request.push_back(ChatMessage{"system", system});
-      for (ChatMessage& m : messages) request.push_back(std::move(m));
-      replyThroughServer(requestId, request, params);
-      return;
-    }
-    session_->setSystemPrompt(std::move(system));
-    session_->setMessages(std::move(messages));
-
     ExpertRuntime* rt = engine_->runtime();
     const RuntimeStats before = rt ? rt->stats() : RuntimeStats{};
     std::optional<RuntimeStats> atFirstToken;  // the prefill's end: what the decode steps are measured from
-    const TurnStats turn = session_->reply(
-        params,
-        [&](std::string_view text) {
-          if (rt && !atFirstToken) atFirstToken = rt->stats();
-          Q_EMIT textArrived(requestId, QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size())));
-          waitWhilePaused();
-          return !stop_.load(std::memory_order_relaxed);
-        },
-        &stop_);
-    const GenerationStats& g = turn.generation;
+    const TextCallback onText = [&](std::string_view text) {
+      if (rt && !atFirstToken) atFirstToken = rt->stats();
+      Q_EMIT textArrived(requestId, QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size())));
+      waitWhilePaused();
+      return !stop_.load(std::memory_order_relaxed);
+    };
+    // Either mode, the same door: the session's turns go to the engine's generation core, which
+    // the local server's HTTP clients share while it runs. The pause flag holds the reply in the
+    // core too, so a held reply generates nothing meanwhile.
+    session_->setSystemPrompt(std::move(system));
+    session_->setMessages(std::move(messages));
+    const GenerationStats g = session_->reply(params, onText, &stop_, &pausedFlag_);
 
     ReplyStats stats;
     stats.ttftMs = g.timeToFirstTokenMs;
     stats.tokensPerSecond = g.timePerOutputTokenMs > 0 ? 1000.0 / g.timePerOutputTokenMs : 0.0;
-    stats.promptTokens = turn.promptTokens;
-    stats.reusedTokens = turn.reusedTokens;
-    stats.prefilledTokens = turn.prefilledTokens;
+    stats.promptTokens = g.promptTokens;
+    stats.reusedTokens = g.reusedTokens;
+    stats.prefilledTokens = g.prefilledTokens;
     stats.generatedTokens = g.generatedTokens;
-    stats.stopReason = QString::fromStdString(g.stopReason);
-    stats.droppedTurns = turn.droppedMessages;
+    stats.stopReason = QString::fromLatin1(stopReasonName(g.stopReason));
+    stats.droppedTurns = g.droppedMessages;
     if (g.generatedTokens >= 2 && g.timePerOutputTokenMs > 0) stats.tpotMs = g.timePerOutputTokenMs;
     if (rt) {
       const RuntimeStats after = rt->stats();
@@ -286,8 +276,8 @@ void EngineWorker::generate(qint64 requestId, const QList<ChatTurn>& turns, cons
         if (steps > 0) stats.denseMsPerToken = (after.denseSeconds - atFirstToken->denseSeconds) * 1e3 / static_cast<double>(steps);
         // Prefill: its time to the first token less its expert batches.
         const double prefillExperts = (atFirstToken->measuredMakespan - before.measuredMakespan) * 1e3;
-        if (turn.prefilledTokens > 0 && g.timeToFirstTokenMs > prefillExperts)
-          stats.densePrefillMsPerToken = (g.timeToFirstTokenMs - prefillExperts) / turn.prefilledTokens;
+        if (g.prefilledTokens > 0 && g.timeToFirstTokenMs > prefillExperts)
+          stats.densePrefillMsPerToken = (g.timeToFirstTokenMs - prefillExperts) / g.prefilledTokens;
       }
     }
     saveStatistics();  // before the signal: whoever reacts to it finds the statistics saved
@@ -295,41 +285,6 @@ void EngineWorker::generate(qint64 requestId, const QList<ChatTurn>& turns, cons
   } catch (const std::exception& e) {
     Q_EMIT replyFailed(requestId, QString::fromUtf8(e.what()));
   }
-}
-
-void EngineWorker::replyThroughServer(qint64 requestId, const std::vector<ChatMessage>& messages,
-                                      const SamplingParams& params) {
-  const auto start = std::chrono::steady_clock::now();
-  ExpertRuntime* rt = engine_->runtime();
-  const RuntimeStats before = rt ? rt->stats() : RuntimeStats{};
-  const FinishInfo info = server_->reply(
-      messages, params,
-      [&](std::string_view text) {
-        Q_EMIT textArrived(requestId, QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size())));
-        waitWhilePaused();
-        return !stop_.load(std::memory_order_relaxed);
-      },
-      stop_);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ReplyStats stats;
-  stats.ttftMs = info.timeToFirstTokenMs;
-  const double decodeSeconds = seconds - info.timeToFirstTokenMs / 1000.0;
-  stats.tokensPerSecond = info.completionTokens > 1 && decodeSeconds > 0 ? (info.completionTokens - 1) / decodeSeconds : 0.0;
-  stats.promptTokens = info.promptTokens;
-  stats.reusedTokens = info.reusedTokens;
-  stats.prefilledTokens = info.promptTokens - info.reusedTokens;
-  stats.generatedTokens = info.completionTokens;
-  stats.stopReason = info.finishReason == "length" ? QStringLiteral("max_tokens")
-                     : info.finishReason == "stop" ? QStringLiteral("eos")
-                                                   : QStringLiteral("stopped");
-  if (rt) {
-    const RuntimeStats after = rt->stats();
-    const uint64_t activations = after.activations - before.activations;
-    if (activations > 0)
-      stats.expertHitRate = static_cast<double>(sum(after.hits) - sum(before.hits)) / static_cast<double>(activations);
-  }
-  saveStatistics();
-  Q_EMIT replyFinished(requestId, stats);
 }
 
 void EngineWorker::startServer(int port) {

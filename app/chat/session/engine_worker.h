@@ -23,6 +23,7 @@
 #include <mutex>
 
 #include "chat_types.h"
+#include "zipmoe/reply.h"
 #include "local_server.h"
 #include "runtime_handle.h"
 
@@ -42,6 +43,7 @@ struct OpenModelRequest {
   quint64 budgetBytes = 0;
   unsigned pools = 0xF;
   int decompressWorkers = 0;  // 0 = one per core
+  ContextOverflow contextOverflow = ContextOverflow::DropOldest;
 };
 
 class EngineWorker : public QObject {
@@ -97,9 +99,8 @@ class EngineWorker : public QObject {
   // The conversation on the engine, keeping its KV cache between replies: a new turn prefills only
   // its own tokens; a regenerated or edited one rolls back to where the conversation changed.
   std::unique_ptr<ChatSession> session_;
-  // While set, the model is its scheduler's: generate() goes through it, session_ is left alone.
+  // The local server: HTTP clients on the engine's generation core, which session_ shares.
   std::unique_ptr<LocalServer> server_;
-  void replyThroughServer(qint64 requestId, const std::vector<ChatMessage>& messages, const SamplingParams& params);
   ModelInfo info_;
   // Waits while the reply is held (the generation thread, between tokens).
   void waitWhilePaused();
@@ -112,6 +113,7 @@ class EngineWorker : public QObject {
   std::mutex pauseMutex_;
   std::condition_variable pauseCv_;
   bool paused_ = false;
+  std::atomic<bool> pausedFlag_{false};  // paused_, for the engine's core to poll
 };
 
 }  // namespace zipmoe::app

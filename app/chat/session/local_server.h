@@ -1,23 +1,15 @@
 // LocalServer — the app's "Local server": the loaded model served over the OpenAI-compatible API on
 // loopback (zipmoe/openai_server.h) with a key generated for this run, while the app keeps chatting.
 //
-// While it runs, the model belongs to the server's scheduler thread (the model is not re-entrant),
-// so the app's own replies go through the same scheduler (reply()): they are batched with the
-// server's requests, and every request — the app's and the clients' — runs on the same expert
-// runtime, whose trace the schedule page (Gantt chart) drains. Owned by the EngineWorker, on its
-// thread. Thread-safety: one thread (the worker's). Cost: the scheduler's and the server's threads.
+// The HTTP requests go to the engine's generation core (Engine::scheduler()), the same one the
+// app's own chat posts its turns to: they are batched together, rendered, fitted to the context and
+// stopped by the same code, and every request — the app's and the clients' — runs on the same
+// expert runtime, whose trace the schedule page (Gantt chart) drains. Owned by the EngineWorker, on
+// its thread. Thread-safety: one thread (the worker's). Cost: the HTTP server's threads.
 #pragma once
 
-#include <atomic>
-#include <functional>
 #include <memory>
 #include <string>
-#include <string_view>
-#include <vector>
-
-#include "zipmoe/chat_template.h"
-#include "zipmoe/sampler.h"
-#include "zipmoe/serve_scheduler.h"
 
 namespace zipmoe {
 class Engine;
@@ -32,7 +24,7 @@ class LocalServer {
   // free one). Throws zipmoe::Error when it cannot listen. REQUIRES: the engine outlives the server
   // and no one else drives its model while the server runs.
   LocalServer(Engine& engine, int port, std::string modelId);
-  ~LocalServer();  // stops serving: open requests end with 503, their sequences are freed
+  ~LocalServer();  // stops serving (the core goes on with the app's chat)
   LocalServer(const LocalServer&) = delete;
   LocalServer& operator=(const LocalServer&) = delete;
 
@@ -40,14 +32,8 @@ class LocalServer {
   const std::string& apiKey() const { return key_; }
   const std::string& modelId() const { return modelId_; }
 
-  // The app's own reply, through the scheduler: `onText` gets each piece (return false to stop);
-  // `stop` is polled between pieces. Throws zipmoe::Error with the server's message on a failure.
-  FinishInfo reply(const std::vector<ChatMessage>& messages, const SamplingParams& params,
-                   const std::function<bool(std::string_view)>& onText, const std::atomic<bool>& stop);
-
  private:
   std::string key_, modelId_;
-  std::unique_ptr<ServeScheduler> scheduler_;
   std::unique_ptr<OpenAiServer> server_;
   int port_ = 0;
 };

@@ -1,23 +1,25 @@
-// ChatSession — one conversation on an Engine: a system prompt and the turns, rendered with the
-// model's chat template, encoded, and answered by generation with streaming text, keeping the KV
-// cache of its own sequence from one turn to the next.
+// ChatSession — one conversation on an Engine: a system prompt and the turns, answered by the
+// engine's generation core (Engine::scheduler(), the continuous-batching scheduler every door
+// shares) with streaming text, keeping the KV cache of the conversation from one turn to the next.
 //
-// Every reply renders the whole conversation again and compares its token ids with the ids the
-// sequence already holds: the cache is rolled back to the longest common prefix and only the rest
-// is prefilled. So a new user turn prefills its own tokens (and the template's framing of them);
-// regenerating a reply, or editing a message and sending again (truncate() or setMessages(), then
-// reply()), rolls back to where the conversation changed instead of starting over. When the
-// conversation no longer fits the context window with room for the reply, the oldest turns after
-// the system prompt are left out of the rendering (the turn says how many; the conversation keeps
-// them) — the rendering then changes near its start and is prefilled again, only then.
-// Each turn reports how many prompt tokens it had, how many it reused from the cache and how many
-// it prefilled, besides the generation's own figures.
+// Each reply posts the whole conversation to the core, which renders it with the model's chat
+// template, fits it to the context window (zipmoe/conversation.h) and compares its token ids with
+// the sequence this session left cached there (the session is the cache's owner: no other session
+// or HTTP client reuses it): the cache is rolled back to the longest common prefix and only the
+// rest is prefilled. So a new user turn prefills its own tokens (and the template's framing of
+// them); regenerating a reply, or editing a message and sending again (truncate() or setMessages(),
+// then reply()), rolls back to where the conversation changed instead of starting over. When the
+// conversation no longer fits the context window with room for the reply, the oldest whole turns
+// after the system prompt are left out of the rendering (the reply says how many; the
+// conversation keeps them) — or, with ContextOverflow::Error, the reply is refused.
+// Each reply reports how many prompt tokens it had, how many it reused from the cache and how many
+// it prefilled, besides the generation's own figures (GenerationStats, zipmoe/reply.h).
 //
-// Thread-safety: several sessions may share one Engine (each has its own sequence and cache), but
-// the model is not re-entrant: one thread at a time drives all of an engine's sessions (send,
-// reply and the conversation's setters). The stop flag may be set from any thread.
-// Cost: a turn costs the prefill of the tokens not reused plus its decode steps; rendering and
-// encoding the conversation again is microseconds beside it. Memory: the sequence's KV cache.
+// Thread-safety: one thread at a time drives a session (send, reply and the conversation's
+// setters); sessions on one engine may be driven from different threads (the core batches them).
+// The stop and pause flags may be set from any thread. Cost: a turn costs the prefill of the tokens
+// not reused plus its decode steps. Memory: the conversation's KV cache, in the core's cache of
+// finished sequences (freed when the session is destroyed, or earlier when the core needs room).
 #pragma once
 
 #include <atomic>
@@ -26,32 +28,28 @@
 #include <vector>
 
 #include "zipmoe/chat_template.h"
+#include "zipmoe/conversation.h"
 #include "zipmoe/engine.h"
-#include "zipmoe/generator.h"
+#include "zipmoe/reply.h"
 #include "zipmoe/sampler.h"
 
 namespace zipmoe {
-
-struct TurnStats {
-  int promptTokens = 0;     // the rendered conversation
-  int reusedTokens = 0;     // of them, already in the session's cache
-  int prefilledTokens = 0;  // promptTokens − reusedTokens: what this turn ran through the model first
-  int droppedMessages = 0;  // oldest turns left out of the rendering to fit the context window
-  GenerationStats generation;
-};
 
 struct ChatSessionOptions {
   // Render with the model's chat template (when it has one). Off, or without a template, the
   // messages' texts are joined by newlines and encoded with the tokenizer's special tokens (bos):
   // plain completion of the text (`zipmoe generate --raw`).
   bool useChatTemplate = true;
+  // A conversation that outgrows the context window: its oldest turns are left out (the reply says
+  // how many), or the reply is refused with ContextOverflowError.
+  ContextOverflow contextOverflow = ContextOverflow::DropOldest;
 };
 
 class ChatSession {
  public:
   // REQUIRES: the engine outlives the session.
   explicit ChatSession(Engine& engine, ChatSessionOptions options = {});
-  ~ChatSession();  // frees the sequence and its cache
+  ~ChatSession();  // frees its cached sequence in the core
   ChatSession(const ChatSession&) = delete;
   ChatSession& operator=(const ChatSession&) = delete;
 
@@ -67,26 +65,22 @@ class ChatSession {
   void clear();  // forgets the turns (the system prompt stays)
 
   // Appends the user's message and replies to it (the reply is appended too, also a stopped one).
-  // On an exception the conversation is as before the call. Throws zipmoe::Error for a message that
-  // does not fit the context window even alone, a template that refuses the conversation, or a
+  // `stop` ends the reply (StopReason::Stopped) and `pause` holds it after its latest token while
+  // set; both are polled while the reply streams. On an exception the conversation is as before the call. Throws ContextOverflowError for a
+  // conversation that does not fit the context window (even its last turn alone, with drop-oldest), a template that refuses the conversation, or a
   // failed forward step (e.g. an expert that could not be read).
-  TurnStats send(const std::string& userMessage, const SamplingParams& params, const TextCallback& onText,
-                 const std::atomic<bool>* stop = nullptr);
+  GenerationStats send(const std::string& userMessage, const SamplingParams& params, const TextCallback& onText,
+                       const std::atomic<bool>* stop = nullptr, const std::atomic<bool>* pause = nullptr);
   // Replies to the conversation as it is; its last turn must be the user's.
-  TurnStats reply(const SamplingParams& params, const TextCallback& onText, const std::atomic<bool>* stop = nullptr);
-
-  // The ids the session's sequence holds (for tests and statistics).
-  const std::vector<int32_t>& cachedTokens() const { return cached_; }
+  GenerationStats reply(const SamplingParams& params, const TextCallback& onText, const std::atomic<bool>* stop = nullptr,
+                        const std::atomic<bool>* pause = nullptr);
 
  private:
-  std::vector<int32_t> render(size_t firstTurn) const;
-
   Engine& engine_;
   ChatSessionOptions options_;
-  MoeModel::SequenceId seq_;
+  uint64_t owner_;  // GenerationRequest::cacheOwner of this session's requests
   std::string system_;
   std::vector<ChatMessage> messages_;
-  std::vector<int32_t> cached_;  // exactly the ids in the sequence
 };
 
 }  // namespace zipmoe

@@ -12,14 +12,20 @@
 // With `warmStart` the runtime's pools are filled on a background thread once the model has loaded
 // (ExpertRuntime::warmUp): the first prompt finds the experts its history ranks highest in memory,
 // and that prompt's first layer stops the fill (it waits at most for one layer's batch).
-// Thread-safety: one thread generates; runtime()->setBudget, stats() and drainTrace may be called
-// from others. Cost: loading reads the dense weights; profiling takes a few seconds.
+// Every door generates through the engine's one generation core, scheduler(): a ServeScheduler
+// whose thread owns the model from its first use on (ChatSession posts its turns there, `zipmoe
+// serve` and the app's local server their HTTP requests), so the same conversation is rendered,
+// fitted to the context, sampled and stopped by the same code whichever door it comes through.
+// Thread-safety: once the core runs, only its thread drives the model (model() may still be read:
+// its config, or its counters between replies); runtime()->setBudget, stats() and drainTrace may be
+// called from any thread. Cost: loading reads the dense weights; profiling takes a few seconds.
 #pragma once
 
 #include <atomic>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -30,6 +36,7 @@
 #include "zipmoe/expert_runtime.h"
 #include "zipmoe/model.h"
 #include "zipmoe/request_routing.h"
+#include "zipmoe/serve_scheduler.h"
 #include "zipmoe/tokenizer.h"
 
 namespace zipmoe {
@@ -53,6 +60,8 @@ struct EngineOptions {
   // expert is resident (the hook then loads what it needs from `dir`) — it returns the model's.
   std::function<std::shared_ptr<ExpertProvider>(std::shared_ptr<ExpertProvider> local, const std::filesystem::path& dir)>
       wrapExperts;
+  // The generation core's options (scheduler()); `zipmoe serve` starts it with its own instead.
+  ServeOptions serve = ServeOptions::interactive();
 };
 
 // Measures the store's I/O / decompression / recovery costs (measureCostProfile) and the expert FFN
@@ -77,6 +86,12 @@ class Engine {
   const CostProfile& profile() const { return profile_; }
   std::shared_ptr<const Store> store() const { return store_; }
   double loadSeconds() const { return loadSeconds_; }
+  // The engine's generation core, started on first use with EngineOptions::serve. From any thread.
+  ServeScheduler& scheduler();
+  // Starts the core with `options` instead (a server's batch, policy and memory budget). Throws
+  // zipmoe::Error when it already runs, or for options ServeScheduler refuses.
+  ServeScheduler& startScheduler(const ServeOptions& options);
+  ServeScheduler* runningScheduler();  // null until the core has started
   // Writes the operation costs the runtime observed (RuntimeStats::observed) into the cost profile
   // it was opened with, so that the next Engine on this machine and store plans with them from its
   // first token. No-op without a runtime or observations. Throws zipmoe::Error when the file cannot
@@ -97,6 +112,9 @@ class Engine {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::optional<ChatTemplate> chatTemplate_;
   std::unique_ptr<MoeModel> model_;
+  ServeOptions serveOptions_;
+  std::mutex schedulerMutex_;
+  std::unique_ptr<ServeScheduler> scheduler_;  // declared after the model: destroyed before it
   CostProfile profile_;
   std::filesystem::path profilePath_;  // where profile_ was loaded from or saved to
   double loadSeconds_ = 0;

@@ -16,11 +16,13 @@
 
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "zipmoe/chat_template.h"
+#include "zipmoe/reply.h"
 #include "zipmoe/sampler.h"
 
 namespace zipmoe {
@@ -59,6 +61,12 @@ struct GenerationRequest {
   bool maxTokensGiven = false;        // false: the scheduler fills what the context leaves (≤ default)
   bool stream = false;
   bool includeUsage = false;          // stream_options.include_usage
+  // Beyond the API, for the engine's other doors (ChatSession):
+  bool useChatTemplate = true;        // false: the messages' texts joined by newlines (plain completion)
+  // Which cached sequences the request may reuse: those left by requests of the same owner (0: the
+  // pool every HTTP client shares; ChatSession: its own, ServeScheduler::newCacheOwner()).
+  uint64_t cacheOwner = 0;
+  std::optional<ContextOverflow> contextOverflow;  // unset: the scheduler's (ServeOptions)
 };
 
 struct RequestLimits {

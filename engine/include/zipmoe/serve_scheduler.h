@@ -6,12 +6,14 @@
 // RequestTicket: a thread-safe channel of text pieces and one final event. The engine thread owns
 // the model (it is not re-entrant) and loops: take new requests, drop cancelled ones (their sequence
 // is freed at once), admit waiting ones, run one forward step holding every running request — each
-// its next prefill chunk or its one decode token — then sample each with its own Sampler, stream
-// through its own StreamingDecoder and stop strings, and finish those that ended. Requests join and
+// its next prefill chunk or its one decode token — then sample and stream each through its own
+// ReplyStream (sampler, decoder, stop strings), and finish those that ended. Requests join and
 // leave the batch between two forwards. A finished request's sequence is kept (up to
 // cachedSequences, least recently used go first) so that a later request whose prompt starts with
 // the same ids — the next turn of a conversation — reuses its KV cache (ChatSession's mechanism:
-// roll back to the longest common prefix, prefill only the rest).
+// roll back to the longest common prefix, prefill only the rest). Conversations are rendered and
+// fitted to the context window, and replies stream and stop, by the same code as ChatSession's
+// (zipmoe/conversation.h, generation/reply_stream.h).
 //
 // Policies. fcfs: admitted in arrival order; a request decodes as soon as its prefill ends. coserve
 // (CoServe §4.2, adapted to an MoE decoder): requests are prefilled ahead (at most maxBatch of them
@@ -29,6 +31,7 @@
 // O(waiting × layers × experts) per admission.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -45,6 +48,7 @@
 #include "zipmoe/expert_runtime.h"
 #include "zipmoe/model.h"
 #include "zipmoe/openai_request.h"
+#include "zipmoe/reply.h"
 #include "zipmoe/request_routing.h"
 #include "zipmoe/tokenizer.h"
 
@@ -54,15 +58,6 @@ enum class SchedulePolicy { Fcfs, CoServe };
 const char* schedulePolicyName(SchedulePolicy policy);      // "fcfs", "coserve"
 SchedulePolicy parseSchedulePolicy(const std::string& text);  // throws Error naming the text
 
-struct FinishInfo {
-  std::string finishReason;  // "stop" (EOS or a stop string), "length" (max_tokens or the context)
-  int promptTokens = 0;
-  int completionTokens = 0;
-  int reusedTokens = 0;      // prompt tokens found in a cached sequence
-  double timeToFirstTokenMs = 0;
-  std::vector<int32_t> tokens;  // the generated ids
-};
-
 // The channel between one request's HTTP handler and the engine thread.
 class RequestTicket {
  public:
@@ -70,11 +65,12 @@ class RequestTicket {
     enum class Kind { Text, Finished, Failed };
     Kind kind = Kind::Text;
     std::string text;                 // Text
-    FinishInfo finish;                // Finished
+    GenerationStats finish;           // Finished (its text: every Text event's, concatenated)
     std::optional<ApiError> error;    // Failed
   };
 
-  RequestTicket(uint64_t id, std::function<void()> wakeEngine) : id_(id), wake_(std::move(wakeEngine)) {}
+  RequestTicket(uint64_t id, std::function<void()> wakeEngine, bool paused = false)
+      : id_(id), wake_(std::move(wakeEngine)), paused_(paused) {}
   uint64_t id() const { return id_; }
   // Waits until an event is there, the ticket is closed or `timeout` passed; moves the events into
   // `out`. Returns false once the final event has been taken (nothing more will come).
@@ -83,21 +79,34 @@ class RequestTicket {
   // its next step boundary; the ticket then closes with a Failed event.
   void cancel();
   bool cancelled() const;
+  // From any thread (the user pressed stop): the reply ends before its next token with
+  // StopReason::Stopped, its held-back text flushed; the ticket closes with a Finished event and the
+  // sequence is kept for reuse, as after any other end.
+  void stop();
+  bool stopRequested() const;
+  // From any thread: while paused, the engine holds the request after the latest token that showed
+  // text (a reply whose first tokens show none goes on until one does) — its sequence and KV stay,
+  // other requests go on — until it is resumed (or stopped, cancelled).
+  void setPaused(bool paused);
+  bool paused() const;
 
   // The engine thread's side.
   void pushText(std::string text);
-  void finish(FinishInfo info);
+  void finish(GenerationStats info);
   void fail(ApiError error);
   bool closed() const;
 
  private:
   void push(Event e, bool last);
+  void setFlag(bool& flag, bool value);
+  bool readFlag(const bool& flag) const;
   const uint64_t id_;
   std::function<void()> wake_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Event> events_;
-  bool closed_ = false, drained_ = false, cancelled_ = false;
+  bool closed_ = false, drained_ = false, cancelled_ = false, stopRequested_ = false;
+  bool paused_;
 };
 
 // What the engine thread observed in one forward step (ServeOptions::onStep).
@@ -127,6 +136,10 @@ struct ServeCounters {
 };
 
 struct ServeOptions {
+  // The options of an engine's own core (Engine::scheduler()) for interactive use — the CLI and the
+  // app: a prompt is prefilled in one forward step rather than in chunks of prefillChunk.
+  static ServeOptions interactive();
+
   SchedulePolicy policy = SchedulePolicy::Fcfs;
   int maxBatch = 8;          // requests decoding together
   int prefillChunk = 128;    // prompt tokens of one request per forward
@@ -137,6 +150,9 @@ struct ServeOptions {
   uint64_t memoryBudget = 0; // bytes for experts + KV + activations; 0 = not accounted
   double expertFloorShare = 0.5;
   RequestLimits limits;      // defaultMaxTokens for requests without max_tokens
+  // A conversation that outgrows the context window (zipmoe/conversation.h): its oldest turns are
+  // left out (usage says how many), or the request is refused with 400 context_length_exceeded.
+  ContextOverflow contextOverflow = ContextOverflow::DropOldest;
   // Benchmarks: the model's routing override when it routes each request on its own (the same
   // object as the model's ModelOptions::routing): told before each forward which request each step
   // belongs to, and when a request ends. Null: the model routes as it was loaded to.
@@ -157,9 +173,15 @@ class ServeScheduler {
   ServeScheduler(const ServeScheduler&) = delete;
   ServeScheduler& operator=(const ServeScheduler&) = delete;
 
-  // Queues a request. Throws ApiError 503 when stopped or the queue is full. Errors found later
-  // (a prompt too long for the context, a failed forward) arrive as the ticket's Failed event.
-  std::shared_ptr<RequestTicket> submit(GenerationRequest request);
+  // Queues a request (held from its first token on when `paused`: RequestTicket::setPaused). Throws
+  // ApiError 503 when stopped or the queue is full. Errors found later (a conversation too long for
+  // the context, a failed forward) arrive as the ticket's Failed event.
+  std::shared_ptr<RequestTicket> submit(GenerationRequest request, bool paused = false);
+  // Frees the cached sequences of `cacheOwner` (GenerationRequest::cacheOwner) at the next step
+  // boundary: a conversation that has ended (ChatSession's destructor). From any thread.
+  void forget(uint64_t cacheOwner);
+  // A cache owner no other caller has (process-wide, never 0).
+  static uint64_t newCacheOwner();
   // Fails every request not finished (503 "shutting down"), frees every sequence, joins the engine
   // thread. Idempotent.
   void stop();
@@ -167,13 +189,13 @@ class ServeScheduler {
   const ServeOptions& options() const { return options_; }
 
  private:
-  struct Engine;  // the engine thread's state (serve_scheduler.cpp)
+  struct Loop;    // the engine thread's state (serve_scheduler.cpp)
   struct Shared;  // the inbox, its lock and condition variable, the published counters
   void run();
 
   ServeOptions options_;
   std::shared_ptr<Shared> shared_;
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Loop> loop_;
   std::thread thread_;
 };
 

@@ -23,6 +23,7 @@ std::filesystem::path userCacheDir() {
 }  // namespace
 
 Engine::~Engine() {
+  if (scheduler_) scheduler_->stop();  // its thread drives the model: it goes first
   stopWarm_ = true;
   if (warm_.joinable()) warm_.join();
   try {
@@ -30,6 +31,26 @@ Engine::~Engine() {
   } catch (const std::exception&) {
     // Best effort: a profile that cannot be written stays as it was.
   }
+}
+
+ServeScheduler& Engine::scheduler() {
+  std::lock_guard lock(schedulerMutex_);
+  if (!scheduler_)
+    scheduler_ = std::make_unique<ServeScheduler>(*model_, *tokenizer_, chatTemplate(), runtime_.get(), serveOptions_);
+  return *scheduler_;
+}
+
+ServeScheduler* Engine::runningScheduler() {
+  std::lock_guard lock(schedulerMutex_);
+  return scheduler_.get();
+}
+
+ServeScheduler& Engine::startScheduler(const ServeOptions& options) {
+  std::lock_guard lock(schedulerMutex_);
+  if (scheduler_) throw Error("the engine's generation core is already running; its options are set once, before it starts");
+  serveOptions_ = options;
+  scheduler_ = std::make_unique<ServeScheduler>(*model_, *tokenizer_, chatTemplate(), runtime_.get(), serveOptions_);
+  return *scheduler_;
 }
 
 std::optional<WarmUpResult> Engine::waitForWarmUp() {
@@ -120,6 +141,7 @@ std::unique_ptr<Engine> Engine::open(const std::filesystem::path& dir, const Eng
   }
   if (options.wrapExperts) modelOptions.experts = options.wrapExperts(modelOptions.experts, dir);
   e->model_ = MoeModel::load(dir, modelOptions);
+  e->serveOptions_ = options.serve;
   e->loadSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (options.warmStart && e->runtime_) {
     Engine* engine = e.get();

@@ -16,11 +16,14 @@ const char* objectName(Endpoint e, bool chunk) {
   return chunk ? "chat.completion.chunk" : "chat.completion";
 }
 
-json usage(const FinishInfo& info) {
+// OpenAI's usage object, and beyond it (as llama.cpp adds its own fields) how many of the
+// conversation's oldest messages were left out to fit the context window.
+json usage(const GenerationStats& info) {
   return {{"prompt_tokens", info.promptTokens},
-          {"completion_tokens", info.completionTokens},
-          {"total_tokens", info.promptTokens + info.completionTokens},
-          {"prompt_tokens_details", {{"cached_tokens", info.reusedTokens}}}};
+          {"completion_tokens", info.generatedTokens},
+          {"total_tokens", info.promptTokens + info.generatedTokens},
+          {"prompt_tokens_details", {{"cached_tokens", info.reusedTokens}}},
+          {"dropped_messages", info.droppedMessages}};
 }
 
 json chunk(Endpoint e, const ResponseIds& ids, json choice, bool withUsageField) {
@@ -38,13 +41,13 @@ json choice(Endpoint e, json delta, const std::string& text, json finish) {
 
 }  // namespace
 
-std::string completionJson(Endpoint e, const ResponseIds& ids, const std::string& text, const FinishInfo& info) {
+std::string completionJson(Endpoint e, const ResponseIds& ids, const std::string& text, const GenerationStats& info) {
   json c = e == Endpoint::Completions
-               ? json{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", info.finishReason}}
+               ? json{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", openAiFinishReason(info.stopReason)}}
                : json{{"index", 0},
                       {"message", {{"role", "assistant"}, {"content", text}}},
                       {"logprobs", nullptr},
-                      {"finish_reason", info.finishReason}};
+                      {"finish_reason", openAiFinishReason(info.stopReason)}};
   return dump({{"id", ids.id},
                {"object", objectName(e, false)},
                {"created", ids.created},
@@ -61,11 +64,11 @@ std::string textChunk(Endpoint e, const ResponseIds& ids, const std::string& tex
   return dump(chunk(e, ids, choice(e, {{"content", text}}, text, nullptr), withUsageField));
 }
 
-std::string closingChunk(Endpoint e, const ResponseIds& ids, const FinishInfo& info, bool withUsageField) {
-  return dump(chunk(e, ids, choice(e, json::object(), "", info.finishReason), withUsageField));
+std::string closingChunk(Endpoint e, const ResponseIds& ids, const GenerationStats& info, bool withUsageField) {
+  return dump(chunk(e, ids, choice(e, json::object(), "", openAiFinishReason(info.stopReason)), withUsageField));
 }
 
-std::string usageChunk(Endpoint e, const ResponseIds& ids, const FinishInfo& info) {
+std::string usageChunk(Endpoint e, const ResponseIds& ids, const GenerationStats& info) {
   return dump({{"id", ids.id},
                {"object", objectName(e, true)},
                {"created", ids.created},

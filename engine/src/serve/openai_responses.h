@@ -17,13 +17,13 @@ struct ResponseIds {
 };
 
 // The whole answer of a non-streaming request.
-std::string completionJson(Endpoint endpoint, const ResponseIds& ids, const std::string& text, const FinishInfo& info);
+std::string completionJson(Endpoint endpoint, const ResponseIds& ids, const std::string& text, const GenerationStats& info);
 // One `data: …` payload of a stream (without the "data: " framing): the opening chunk (chat: the
 // role), a text delta, the closing chunk (finish reason), the usage chunk (choices empty).
 std::string openingChunk(Endpoint endpoint, const ResponseIds& ids, bool withUsageField);
 std::string textChunk(Endpoint endpoint, const ResponseIds& ids, const std::string& text, bool withUsageField);
-std::string closingChunk(Endpoint endpoint, const ResponseIds& ids, const FinishInfo& info, bool withUsageField);
-std::string usageChunk(Endpoint endpoint, const ResponseIds& ids, const FinishInfo& info);
+std::string closingChunk(Endpoint endpoint, const ResponseIds& ids, const GenerationStats& info, bool withUsageField);
+std::string usageChunk(Endpoint endpoint, const ResponseIds& ids, const GenerationStats& info);
 std::string modelJson(const std::string& model, int64_t created);
 std::string modelListJson(const std::string& model, int64_t created);
 

@@ -14,19 +14,27 @@ bool RequestTicket::wait(std::vector<Event>& out, std::chrono::milliseconds time
   return !drained_;
 }
 
-void RequestTicket::cancel() {
+// Sets a flag the engine reads at its next step boundary, and wakes the engine when it changed.
+void RequestTicket::setFlag(bool& flag, bool value) {
   {
     std::lock_guard lock(mutex_);
-    if (cancelled_ || closed_) return;
-    cancelled_ = true;
+    if (flag == value || closed_) return;
+    flag = value;
   }
   if (wake_) wake_();
 }
 
-bool RequestTicket::cancelled() const {
+bool RequestTicket::readFlag(const bool& flag) const {
   std::lock_guard lock(mutex_);
-  return cancelled_;
+  return flag;
 }
+
+void RequestTicket::cancel() { setFlag(cancelled_, true); }
+bool RequestTicket::cancelled() const { return readFlag(cancelled_); }
+void RequestTicket::stop() { setFlag(stopRequested_, true); }
+bool RequestTicket::stopRequested() const { return readFlag(stopRequested_); }
+void RequestTicket::setPaused(bool paused) { setFlag(paused_, paused); }
+bool RequestTicket::paused() const { return readFlag(paused_); }
 
 bool RequestTicket::closed() const {
   std::lock_guard lock(mutex_);
@@ -49,7 +57,7 @@ void RequestTicket::pushText(std::string text) {
   push(std::move(e), false);
 }
 
-void RequestTicket::finish(FinishInfo info) {
+void RequestTicket::finish(GenerationStats info) {
   Event e;
   e.kind = Event::Kind::Finished;
   e.finish = std::move(info);

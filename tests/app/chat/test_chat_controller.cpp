@@ -25,6 +25,8 @@
 #include "message_model.h"
 #include "runtime_monitor.h"
 #include "timeline_model.h"
+#include "zipmoe/chat_session.h"
+#include "zipmoe/engine.h"
 
 using namespace zipmoe::app;
 
@@ -165,6 +167,56 @@ class TestChatController : public QObject {
     QCOMPARE(reply.stopReason, QStringLiteral("stopped"));
     QVERIFY(reply.generatedTokens < 200);
     QCOMPARE(c.database()->messages(c.currentChatId()).back().content, reply.content);
+  }
+
+  // A conversation that outgrows the demo's 256-token context: the app leaves out the oldest turns
+  // (the notice says so) and replies as a ChatSession given the same conversation does — the same
+  // engine core and the same context policy as `zipmoe chat` and `zipmoe serve`.
+  void aConversationLongerThanTheContextLeavesOutItsOldestTurns() {
+    ChatController c(optionsIn(dir_));
+    c.openModel();
+    QVERIFY(waitReady(c));
+    c.newChat();
+    c.setSystemPrompt(QStringLiteral("You are a herald of Verona."));
+    c.setSamplingValue("maxTokens", 24);
+    c.setSamplingValue("temperature", 0);
+    for (int turn = 0; turn < 8 && c.lastReplyPrompt().value("droppedTurns").toInt() == 0; ++turn) {
+      const MessageRow reply = sendAndWait(
+          c, QStringLiteral("Turn %1: what news from Mantua, of Juliet, of the tomb and of the friar's letter?").arg(turn));
+      QCOMPARE(reply.state, QStringLiteral("complete"));
+    }
+    const int dropped = c.lastReplyPrompt().value("droppedTurns").toInt();
+    QVERIFY2(dropped > 0, "eight turns did not outgrow the context");
+    QVERIFY2(c.notice().contains(QStringLiteral("left out")), qPrintable(c.notice()));
+
+    // The same conversation through a ChatSession on this process's own engine.
+    auto engine = zipmoe::Engine::open(ZIPMOE_DEMO_MODEL_DIR, zipmoe::EngineOptions{});
+    zipmoe::ChatSession session(*engine);
+    session.setSystemPrompt("You are a herald of Verona.");
+    std::vector<zipmoe::ChatMessage> turns;
+    const auto rows = c.messages()->rows();
+    for (size_t i = 0; i + 1 < rows.size(); ++i)
+      if (rows[i].role != QStringLiteral("system")) turns.push_back({rows[i].role.toStdString(), rows[i].content.toStdString()});
+    session.setMessages(turns);
+    zipmoe::SamplingParams p;
+    p.temperature = 0;
+    p.maxTokens = 24;
+    const zipmoe::GenerationStats expected = session.reply(p, {});
+    QCOMPARE(expected.droppedMessages, dropped);
+    QCOMPARE(rows.back().content.toStdString(), expected.text);
+
+    // With --context-overflow error the same conversation's next turn is refused, naming the limit.
+    ControllerOptions strictOptions = optionsIn(dir_);
+    strictOptions.contextOverflow = zipmoe::ContextOverflow::Error;
+    ChatController strict(strictOptions);
+    strict.openModel();
+    QVERIFY(waitReady(strict));
+    strict.selectChat(c.currentChatId());
+    const MessageRow refused = sendAndWait(strict, QStringLiteral("And what of Romeo?"));
+    QCOMPARE(refused.state, QStringLiteral("error"));
+    QVERIFY2(refused.stopReason.contains(QStringLiteral("too long for this model")) &&
+                 refused.stopReason.contains(QStringLiteral("context holds 256 tokens")),
+             qPrintable(refused.stopReason));
   }
 
   void regenerateAndEditReplaceTheTail() {

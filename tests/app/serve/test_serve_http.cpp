@@ -6,7 +6,8 @@
 // replies equal the same request run alone on the engine in this process (greedy, fp32: tokens
 // equal, so the texts are equal); 8 concurrent streaming clients all complete with their lone
 // answers; a client killed mid-stream leaves no sequence behind; SIGTERM shuts the server down
-// cleanly (exit status 0, every thread joined). Skips when curl or python3 is missing.
+// cleanly (exit status 0, every thread joined); a conversation twice the context is shortened as
+// the CLI and the app shorten it, or refused naming the limit with --context-overflow error. Skips when curl or python3 is missing.
 #include <QProcess>
 #include <QStandardPaths>
 #include <QtTest>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "test_support.h"
+#include "zipmoe/chat_session.h"
 #include "zipmoe/engine.h"
 #include "zipmoe/generator.h"
 
@@ -74,6 +76,28 @@ class TestServeHttp : public QObject {
   }
   json health() { return json::parse(curl({url("/health")}).body, nullptr, false); }
 
+  // Starts `zipmoe serve` on the demo model (fp32, the test key, a free loopback port) with `extra`
+  // options, and returns the port it printed once it listens (0 on a failure, with a test failure).
+  int startServer(QProcess& process, const QStringList& extra) {
+    process.setProcessChannelMode(QProcess::SeparateChannels);
+    process.start(ZIPMOE_CLI_PATH, QStringList{"serve", QString::fromStdString(demoModel().string()), "--port", "0",
+                                               "--api-key", kKey, "--dtype", "fp32"} + extra);
+    if (!process.waitForStarted(-1)) return 0;
+    // The port comes on stdout once the server listens.
+    QByteArray out;
+    while (!out.contains('\n')) {
+      if (process.state() != QProcess::Running) {
+        qWarning("zipmoe serve ended: %s", process.readAllStandardError().constData());
+        return 0;
+      }
+      process.waitForReadyRead(1000);
+      out += process.readAllStandardOutput();
+    }
+    const qsizetype colon = out.lastIndexOf(':', out.indexOf(" (model"));
+    if (!out.contains("http://127.0.0.1:")) qWarning("does not bind loopback by default: %s", out.constData());
+    return out.contains("http://127.0.0.1:") ? out.mid(colon + 1, out.indexOf(' ', colon) - colon - 1).toInt() : 0;
+  }
+
   // The reply this process's engine gives to the conversation alone (greedy).
   std::string alone(const std::vector<ChatMessage>& messages, int maxTokens) {
     const auto ids = engine_->tokenizer().encode(engine_->chatTemplate()->render(messages, true), false);
@@ -100,22 +124,8 @@ class TestServeHttp : public QObject {
     EngineOptions o;
     o.model.dtype = ComputeDtype::Float32;
     engine_ = Engine::open(demoModel(), o);
-    server_.setProcessChannelMode(QProcess::SeparateChannels);
-    server_.start(ZIPMOE_CLI_PATH, {"serve", QString::fromStdString(demoModel().string()), "--port", "0", "--api-key",
-                                    kKey, "--dtype", "fp32", "--max-batch", "8", "--prefill-chunk", "16",
-                                    "--max-body", "64K"});
-    QVERIFY(server_.waitForStarted(-1));
-    // The port comes on stdout once the server listens.
-    QByteArray out;
-    while (!out.contains('\n')) {
-      QVERIFY2(server_.state() == QProcess::Running, server_.readAllStandardError().constData());
-      server_.waitForReadyRead(1000);
-      out += server_.readAllStandardOutput();
-    }
-    const qsizetype colon = out.lastIndexOf(':', out.indexOf(" (model"));
-    port_ = out.mid(colon + 1, out.indexOf(' ', colon) - colon - 1).toInt();
-    QVERIFY2(port_ > 0, out.constData());
-    QVERIFY2(out.contains("http://127.0.0.1:"), "binds loopback by default");
+    port_ = startServer(server_, {"--max-batch", "8", "--prefill-chunk", "16", "--max-body", "64K"});
+    QVERIFY(port_ > 0);
   }
 
   void cleanupTestCase() {
@@ -216,6 +226,61 @@ class TestServeHttp : public QObject {
     p.maxTokens = 12;
     QCOMPARE(json::parse(c.body)["choices"][0]["text"].get<std::string>(),
              generate(engine_->model(), engine_->tokenizer(), engine_->tokenizer().encode("JULIET:", true), p, {}).text);
+  }
+
+  // A conversation twice as long as the demo's 256-token context: the server leaves out the oldest
+  // turns, as the CLI and the app do, says how many in usage.dropped_messages, and replies as a
+  // ChatSession given the same conversation does; a server started with --context-overflow error
+  // refuses it with 400 context_length_exceeded naming the limit.
+  void aConversationTwiceTheContextDropsItsOldestTurns() {
+    const int context = engine_->model().config().maxPositionEmbeddings;
+    json messages = json::array({json{{"role", "system"}, {"content", "You are a herald of Verona."}}});
+    std::vector<ChatMessage> turns;
+    std::vector<ChatMessage> all = {{"system", "You are a herald of Verona."}};
+    for (int turn = 0; static_cast<int>(engine_->tokenizer().encode(engine_->chatTemplate()->render(all, true)).size()) < 2 * context; ++turn) {
+      for (const ChatMessage& m : {ChatMessage{"user", "What news from Mantua? Turn " + std::to_string(turn) + "."},
+                                   ChatMessage{"assistant", "My lord, word of Juliet, of the tomb and of the friar."}}) {
+        all.push_back(m);
+        turns.push_back(m);
+        messages.push_back({{"role", m.role}, {"content", m.content}});
+      }
+    }
+    turns.push_back({"user", "And what of Romeo?"});
+    messages.push_back({{"role", "user"}, {"content", "And what of Romeo?"}});
+    const json body = {{"model", "demo-model"}, {"messages", messages}, {"max_tokens", 20}, {"temperature", 0}};
+
+    ChatSession session(*engine_);
+    session.setSystemPrompt("You are a herald of Verona.");
+    session.setMessages(turns);
+    SamplingParams p;
+    p.temperature = 0;
+    p.maxTokens = 20;
+    const GenerationStats expected = session.reply(p, {});
+    QVERIFY(expected.droppedMessages > 0);
+
+    const Reply r = post("/v1/chat/completions", body.dump());
+    QCOMPARE(r.code, 200);
+    const json j = json::parse(r.body);
+    QCOMPARE(j["choices"][0]["message"]["content"].get<std::string>(), expected.text);
+    QCOMPARE(j["usage"]["dropped_messages"].get<int>(), expected.droppedMessages);
+    QCOMPARE(j["usage"]["prompt_tokens"].get<int>(), expected.promptTokens);
+
+    QProcess strict;
+    int port = startServer(strict, {"--context-overflow", "error"});
+    QVERIFY(port > 0);
+    std::swap(port, port_);  // url() speaks to the strict server
+    const Reply refused = post("/v1/chat/completions", body.dump());
+    std::swap(port, port_);
+    strict.terminate();
+    QVERIFY(strict.waitForFinished(-1));
+    QCOMPARE(refused.code, 400);
+    const json e = json::parse(refused.body, nullptr, false);
+    QVERIFY2(e.contains("error"), refused.body.c_str());
+    QCOMPARE(e["error"]["code"].get<std::string>(), std::string("context_length_exceeded"));
+    QCOMPARE(e["error"]["param"].get<std::string>(), std::string("messages"));
+    QVERIFY2(e["error"]["message"].get<std::string>().find("context holds " + std::to_string(context) + " tokens") !=
+                 std::string::npos,
+             refused.body.c_str());
   }
 
   void eightConcurrentStreams() {

@@ -79,7 +79,7 @@ class TestGenerator : public QObject {
     QCOMPARE(a.tokens, expected);
     QCOMPARE(a.generatedTokens, static_cast<int>(expected.size()));
     QCOMPARE(a.promptTokens, static_cast<int>(ids.size()));
-    QCOMPARE(QString::fromStdString(a.stopReason), QString(isEos(*m->model, expected.back()) ? "eos" : "max_tokens"));
+    QCOMPARE(QString::fromLatin1(stopReasonName(a.stopReason)), QString(isEos(*m->model, expected.back()) ? "eos" : "max_tokens"));
     QVERIFY(a.timeToFirstTokenMs > 0);
     QVERIFY(a.tokens.size() < 2 || a.timePerOutputTokenMs > 0);
     // Deterministic: the same again (a fresh sequence each time).
@@ -99,10 +99,10 @@ class TestGenerator : public QObject {
       p.maxTokens = maxTokens;
       const auto stats = generate(*m->model, *m->tokenizer, prompt(*m->tokenizer), p, nullptr);
       QVERIFY(static_cast<int>(stats.tokens.size()) <= maxTokens);
-      if (stats.stopReason == "max_tokens") {
+      if (stats.stopReason == StopReason::MaxTokens) {
         QCOMPARE(static_cast<int>(stats.tokens.size()), maxTokens);
       } else {
-        QCOMPARE(QString::fromStdString(stats.stopReason), QString("eos"));
+        QCOMPARE(QString::fromLatin1(stopReasonName(stats.stopReason)), QString("eos"));
         QVERIFY(isEos(*m->model, stats.tokens.back()));
       }
     }
@@ -155,7 +155,7 @@ class TestGenerator : public QObject {
       streamed += piece;
       return true;
     });
-    QCOMPARE(QString::fromStdString(cut.stopReason), QString("stop_string"));
+    QCOMPARE(QString::fromLatin1(stopReasonName(cut.stopReason)), QString("stop_string"));
     QCOMPARE(streamed, text.substr(0, text.find(stop)));
     QCOMPARE(cut.text, streamed);
     QVERIFY(cut.tokens.size() <= full.tokens.size());
@@ -168,7 +168,7 @@ class TestGenerator : public QObject {
     auto m = load(family);
     const auto ids = prompt(*m->tokenizer);
     const auto full = generate(*m->model, *m->tokenizer, ids, greedy(30), nullptr);
-    if (full.stopReason != "max_tokens" || full.text.empty()) QSKIP("greedy output ends too early for this check");
+    if (full.stopReason != StopReason::MaxTokens || full.text.empty()) QSKIP("greedy output ends too early for this check");
 
     // The flag, set from the callback: generation ends after the token that produced the text.
     std::atomic<bool> flag{false};
@@ -176,13 +176,13 @@ class TestGenerator : public QObject {
       flag = true;
       return true;
     }, &flag);
-    QCOMPARE(QString::fromStdString(flagged.stopReason), QString("stopped"));
+    QCOMPARE(QString::fromLatin1(stopReasonName(flagged.stopReason)), QString("stopped"));
     QVERIFY(flagged.tokens.size() < full.tokens.size());
     QVERIFY(std::equal(flagged.tokens.begin(), flagged.tokens.end(), full.tokens.begin()));
 
     // Already set: nothing runs.
     const auto none = generate(*m->model, *m->tokenizer, ids, greedy(30), nullptr, &flag);
-    QCOMPARE(QString::fromStdString(none.stopReason), QString("stopped"));
+    QCOMPARE(QString::fromLatin1(stopReasonName(none.stopReason)), QString("stopped"));
     QCOMPARE(none.generatedTokens, 0);
 
     // A callback returning false is called once and ends generation.
@@ -192,7 +192,7 @@ class TestGenerator : public QObject {
       return false;
     });
     QCOMPARE(calls, 1);
-    QCOMPARE(QString::fromStdString(refused.stopReason), QString("stopped"));
+    QCOMPARE(QString::fromLatin1(stopReasonName(refused.stopReason)), QString("stopped"));
     QVERIFY(refused.tokens.size() < full.tokens.size());
 
     // The model is still usable afterwards (the sequences were removed) and gives the same result.

@@ -21,6 +21,7 @@
 
 #include "serve/memory_split.h"
 #include "test_support.h"
+#include "zipmoe/chat_session.h"
 #include "zipmoe/converter.h"
 #include "zipmoe/engine.h"
 #include "zipmoe/generator.h"
@@ -43,6 +44,13 @@ GenerationRequest completion(const std::string& prompt, int maxTokens) {
   return r;
 }
 
+SamplingParams greedyParams(int maxTokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.maxTokens = maxTokens;
+  return p;
+}
+
 GenerationRequest chat(std::vector<ChatMessage> messages, int maxTokens) {
   GenerationRequest r;
   r.endpoint = Endpoint::ChatCompletions;
@@ -56,9 +64,9 @@ GenerationRequest chat(std::vector<ChatMessage> messages, int maxTokens) {
 struct Outcome {
   bool finished = false;
   int status = 0;  // of a failure
-  std::string param;
+  std::string param, code, message;
   std::string text;
-  FinishInfo info;
+  GenerationStats info;
 };
 
 Outcome drain(RequestTicket& t, bool cancelOnFirstText = false) {
@@ -77,6 +85,8 @@ Outcome drain(RequestTicket& t, bool cancelOnFirstText = false) {
       } else {
         o.status = e.error->status();
         o.param = e.error->param();
+        o.code = e.error->code();
+        o.message = e.error->message();
       }
     }
   }
@@ -181,7 +191,7 @@ class TestServeScheduler : public QObject {
       }
       QCOMPARE(out.info.tokens, alone[i]);
       QCOMPARE(out.text, engine->tokenizer().decode(
-                             std::vector<int32_t>(alone[i].begin(), alone[i].end() - (out.info.finishReason == "stop" ? 1 : 0)), true));
+                             std::vector<int32_t>(alone[i].begin(), alone[i].end() - (out.info.stopReason == StopReason::Eos ? 1 : 0)), true));
     }
     scheduler.stop();
     QVERIFY2(largestBatch >= 3, qPrintable(QString("largest batch %1").arg(largestBatch)));
@@ -210,6 +220,56 @@ class TestServeScheduler : public QObject {
     const Outcome c = drain(*scratch.submit(chat(second, 16)));
     QCOMPARE(c.info.reusedTokens, 0);
     QCOMPARE(c.info.tokens, b.info.tokens);
+  }
+
+  // A conversation twice as long as the demo's 256-token context: the scheduler leaves out its
+  // oldest turns as ChatSession does (the same code: zipmoe/conversation.h), so both give the same
+  // ids, the same dropped count and the same reply; with ContextOverflow::Error it is refused with
+  // 400 context_length_exceeded naming the limit.
+  void aConversationTwiceTheContextDropsItsOldestTurns() {
+    EngineOptions eo;
+    eo.model.dtype = ComputeDtype::Float32;  // the scheduler prefills in chunks: equal in fp32 (see above)
+    auto engine = Engine::open(demoModel(), eo);
+    const int context = engine->model().config().maxPositionEmbeddings;
+    std::vector<ChatMessage> conversation = {{"system", "You are a herald of Verona."}};
+    for (int turn = 0; static_cast<int>(engine->tokenizer().encode(engine->chatTemplate()->render(conversation, true)).size()) < 2 * context; ++turn) {
+      conversation.push_back({"user", "What news from Mantua, good Balthasar? Tell me of turn " + std::to_string(turn) + "."});
+      conversation.push_back({"assistant", "My lord, I bring you word of Juliet, and of the tomb, and of the friar's letter."});
+    }
+    conversation.push_back({"user", "And what of Romeo?"});
+
+    ChatSession session(*engine);
+    session.setSystemPrompt(conversation.front().content);
+    session.setMessages(std::vector<ChatMessage>(conversation.begin() + 1, conversation.end()));
+    const GenerationStats alone = session.reply(greedyParams(24), {});
+    QVERIFY(alone.droppedMessages > 0);
+    QVERIFY(alone.promptTokens < context);
+
+    ServeOptions o;
+    ServeScheduler scheduler(engine->model(), engine->tokenizer(), engine->chatTemplate(), nullptr, o);
+    const Outcome served = drain(*scheduler.submit(chat(conversation, 24)));
+    QVERIFY(served.finished);
+    QCOMPARE(served.info.droppedMessages, alone.droppedMessages);
+    QCOMPARE(served.info.promptTokens, alone.promptTokens);
+    QCOMPARE(served.info.prefilledTokens, alone.prefilledTokens);
+    QCOMPARE(served.info.reusedTokens, 0);
+    QCOMPARE(served.text, alone.text);
+    QCOMPARE(served.info.text, alone.text);
+    QCOMPARE(served.info.tokens, alone.tokens);
+    QCOMPARE(served.info.stopReason, alone.stopReason);
+    scheduler.stop();
+
+    ServeOptions strict;
+    strict.contextOverflow = ContextOverflow::Error;
+    ServeScheduler refusing(engine->model(), engine->tokenizer(), engine->chatTemplate(), nullptr, strict);
+    const Outcome refused = drain(*refusing.submit(chat(conversation, 24)));
+    QVERIFY(!refused.finished);
+    QCOMPARE(refused.status, 400);
+    QCOMPARE(refused.param, std::string("messages"));
+    QCOMPARE(refused.code, std::string("context_length_exceeded"));
+    QVERIFY2(refused.message.find("context holds " + std::to_string(context) + " tokens") != std::string::npos,
+             refused.message.c_str());
+    refusing.stop();
   }
 
   void cancelFreesTheSequence() {

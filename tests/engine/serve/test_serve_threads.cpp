@@ -35,7 +35,7 @@ struct Outcome {
   bool finished = false, failed = false;
   int status = 0;
   std::string text;
-  FinishInfo info;
+  GenerationStats info;
 };
 
 // Drains a ticket to its end (every wait is bounded; the loop ends when the ticket closes).

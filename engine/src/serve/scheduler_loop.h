@@ -1,0 +1,136 @@
+// The serving scheduler's engine thread (zipmoe/serve_scheduler.h): its state and its steps.
+// ServeScheduler::Loop owns the requests once they left the inbox — waiting, live (prefilling,
+// parked under coserve, decoding) and the finished conversations cached for prefix reuse — and is
+// driven by ServeScheduler::run(): take new requests, drop cancelled ones, admit, run one forward
+// step, publish the counters. Admission and memory: scheduler_admission.cpp; the forward step and
+// each reply's tokens: scheduler_step.cpp. Internal to serve/.
+// Thread-safety: only the engine thread touches a Loop; Shared is the one part other threads see
+// (under its mutex). Cost: see zipmoe/serve_scheduler.h.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "generation/reply_stream.h"
+#include "serve/coserve_policy.h"
+#include "serve/memory_split.h"
+#include "zipmoe/serve_scheduler.h"
+
+namespace zipmoe {
+
+namespace serve {
+
+using Clock = std::chrono::steady_clock;
+
+// A request admitted to the model: its sequence and its reply (sampler, decoder, stop strings).
+struct Live {
+  enum class State { Prefilling, Parked, Decoding };
+  Live(std::shared_ptr<RequestTicket> t, GenerationRequest r) : ticket(std::move(t)), request(std::move(r)) {}
+  std::shared_ptr<RequestTicket> ticket;
+  GenerationRequest request;
+  std::optional<ReplyStream> reply;  // from admission on
+  std::vector<int32_t> prompt, seqTokens;
+  MoeModel::SequenceId seq = 0;
+  int64_t capacity = 0;  // KV tokens reserved for the sequence
+  State state = State::Prefilling;
+  std::vector<float> logits;  // Parked: the prompt's last logits
+  int32_t next = -1;          // Decoding: the token to feed
+  int chunk = 0;              // tokens of this request in the current forward
+  GenerationStats info;
+  UsageProfile usage;
+  uint64_t arrivedStep = 0;
+  Clock::time_point arrived, firstAt, lastAt;
+  bool firstSampled = false;
+  bool done = false;  // the reply has ended: retire at the next boundary
+};
+
+struct Waiting {
+  std::shared_ptr<RequestTicket> ticket;
+  GenerationRequest request;
+  uint64_t arrivedStep = 0;
+  Clock::time_point arrived;
+};
+
+struct Cached {
+  MoeModel::SequenceId seq = 0;
+  std::vector<int32_t> tokens;
+  int64_t capacity = 0;
+  UsageProfile usage;  // what its conversation used so far
+  uint64_t lastUsed = 0;
+  uint64_t owner = 0;  // GenerationRequest::cacheOwner of the requests that may reuse it
+};
+
+ApiError shuttingDown();
+
+}  // namespace serve
+
+// What the client threads and the engine thread share; tickets hold it weakly (a ticket may outlive
+// the scheduler in a handler's hands).
+struct ServeScheduler::Shared {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<std::pair<std::shared_ptr<RequestTicket>, GenerationRequest>> inbox;
+  std::vector<uint64_t> forgotten;  // cache owners whose sequences go (forget())
+  bool stopping = false;
+  bool wake = false;  // a ticket was cancelled, stopped, paused or resumed
+  uint64_t nextId = 1;
+  ServeCounters counters;
+};
+
+struct ServeScheduler::Loop {
+  MoeModel& model;
+  const Tokenizer& tokenizer;
+  const ChatTemplate* chatTemplate;
+  ExpertRuntime* runtime;
+  const ServeOptions& options;
+  Shared& shared;
+  int layers = 0, experts = 0, k = 0, context = 0;
+  uint64_t kvPerToken = 0;
+  serve::MemorySplit split;
+  uint64_t expertBudget = 0;  // what the runtime was last set to (budgeted mode)
+  serve::BatchFootprint footprint;
+  uint64_t step = 0;
+  std::deque<serve::Waiting> waiting;
+  std::list<std::unique_ptr<serve::Live>> live;
+  std::vector<serve::Cached> cached;
+  uint64_t lastMisses = 0, lastBytesRead = 0;
+  ServeCounters counters;  // the engine's copy, published after each iteration
+
+  // Throws zipmoe::Error for a budget without a runtime (scheduler_admission.cpp).
+  Loop(MoeModel& m, const Tokenizer& t, const ChatTemplate* tpl, ExpertRuntime* rt, const ServeOptions& o, Shared& s);
+
+  // ---- memory and the cache of finished conversations (scheduler_admission.cpp) ----
+  void followSplit(bool force);
+  void releaseSequence(MoeModel::SequenceId seq, int64_t capacity);
+  void evictCached(size_t i);
+  bool makeRoom(uint64_t bytes, std::optional<MoeModel::SequenceId> keep);
+  void forget(uint64_t owner);  // frees every cached sequence of `owner`
+
+  // ---- admission (scheduler_admission.cpp) ----
+  enum class Admit { Started, Failed, NoRoom };
+  Admit admit(serve::Waiting& w);
+  int count(serve::Live::State s) const;
+  void admitWaiting();
+  void promoteParked();
+
+  // ---- replies and the forward step (scheduler_step.cpp) ----
+  void sampleNext(serve::Live& r, const std::vector<float>& logits);
+  void endReply(serve::Live& r, StopReason reason);
+  void honourStops();          // requests whose ticket asked to stop end now
+  static bool held(const serve::Live& r);  // paused, and holding (scheduler_step.cpp)
+  void retireFinished();
+  void retire(std::list<std::unique_ptr<serve::Live>>::iterator it);
+  void dropCancelled();
+  bool runStep();  // false when no request could take part (none live, or all held)
+  void attributeRouting(const std::vector<serve::Live*>& members);
+  void report(int tokens);
+  void publish();
+  void shutdown();
+};
+
+}  // namespace zipmoe
