@@ -152,23 +152,23 @@ RequestResult streamOne(int port, const std::string& key, const std::string& mod
   return r;
 }
 
-json runOne(const std::filesystem::path& store, const EngineOptions& base, const std::optional<BudgetSpec>& budget,
+json runOne(const std::filesystem::path& store, const EngineOptions& base, const std::optional<std::string>& budget,
             const Config& config, int clients, double seconds, double rate, int maxTokens, int maxBatch, uint64_t seed) {
   EngineOptions options = base;
   options.runtime->eviction = config.eviction;
   options.onStatus = [](const std::string&) {};
   options.replayPerRequest = !options.replayTrace.empty();
-  auto engine = openEngine(store, options, budget);
-  ExpertRuntime& rt = *engine->runtime();
-  ServeOptions so;
+  ServeOptions& so = options.serve;
+  so = ServeOptions{};
   so.policy = config.schedule;
   so.maxBatch = maxBatch;
   so.maxStepTokens = std::max(64, maxBatch + 1);
   so.prefillChunk = 32;
   so.expertFloorShare = config.expertFloor;
-  so.memoryBudget = rt.stats().budgetBytes;
-  so.routing = engine->requestRouting();
-  ServeScheduler scheduler(engine->model(), engine->tokenizer(), engine->chatTemplate(), &rt, so);
+  so.memoryBudget = options.runtime->budget;  // the whole of serving's memory, as `zipmoe serve --budget`
+  auto engine = openEngine(store, options, budget);
+  ExpertRuntime& rt = *engine->runtime();
+  ServeScheduler& scheduler = engine->scheduler();
   ServerOptions ho;
   ho.port = 0;
   ho.apiKey = generateApiKey();
@@ -341,7 +341,7 @@ int runBenchServe(const Args& arguments) {
       itl99.push_back(r["itl_ms_p99"]);
     }
     const std::string subtitle = std::to_string(clients) + " clients, " + line.text("--rate", "4") + " requests/s, " +
-                                 std::to_string(maxTokens) + " tokens each, budget " + budget->text;
+                                 std::to_string(maxTokens) + " tokens each, budget " + *budget;
     const std::string stem = std::filesystem::path(*path).replace_extension().string();
     const json traffic = {{"kind", "bar"},
                           {"title", "Serving: bytes read per generated token"},

@@ -70,9 +70,7 @@ void parseDistributedOptions(const CommandLine& line, EngineOptions& engine) {
   const double every = line.number("--rebalance-every", 0, 86400, 0);
   CoordinatorOptions c;
   if (const auto m = line.text("--local-memory")) {
-    const BudgetSpec b = parseBudget("--local-memory", *m);
-    if (b.percent) throw Error("option --local-memory takes bytes (K/M/G suffix), not a percentage: '" + *m + "'");
-    c.localMemoryBytes = static_cast<uint64_t>(b.value);
+    c.localMemoryBytes = parseByteSize("--local-memory", *m);
   }
   if (line.has("--local-memory") && !(every > 0)) throw Error("option --local-memory is for --rebalance-every S: give that too");
   engine.wrapExperts = [d, c, every](std::shared_ptr<ExpertProvider> local, const std::filesystem::path& dir) {

@@ -141,7 +141,7 @@ struct Session {
   PrefetchPredictor prefetch = PrefetchPredictor::Off;
 };
 
-Session open(const std::filesystem::path& dir, EngineOptions options, const std::optional<BudgetSpec>& budget) {
+Session open(const std::filesystem::path& dir, EngineOptions options, const std::optional<std::string>& budget) {
   Session s;
   s.prefetch = options.model.prefetch.predictor;
   s.engine = openEngine(dir, std::move(options), budget);
@@ -395,7 +395,7 @@ int runBenchChat(const Args& arguments) {
     nlohmann::ordered_json j;
     j["model"] = dir.string();
     j["host"] = hostIdentity();
-    j["budget"] = budget ? budget->text : "resident";
+    j["budget"] = budget ? *budget : "resident";
     j["dtype"] = s.model->computeDtype() == ComputeDtype::BFloat16 ? "bf16" : "fp32";
     j["words_per_message"] = words;
     j["max_tokens"] = params.maxTokens;

@@ -68,9 +68,7 @@ int runNode(const Args& arguments) {
   o.computeThreads = line.integer<int>("--threads", 1, 4096, 1);
   o.name = line.text("--name", "");
   if (const auto m = line.text("--memory")) {
-    const BudgetSpec b = parseBudget("--memory", *m);
-    if (b.percent) throw Error("--memory takes bytes (K/M/G suffix), not a percentage: '" + *m + "'");
-    o.memoryBytes = static_cast<uint64_t>(b.value);
+    o.memoryBytes = parseByteSize("--memory", *m);
   }
   if (line.has("--member") && !line.has("--experts-of")) throw Error("--member picks a member of --experts-of PLACEMENT: give that too");
   if (const auto file = line.text("--experts-of")) o.experts = expertsOf(*file, line.text("--member", o.listen));

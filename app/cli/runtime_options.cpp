@@ -31,71 +31,18 @@ double parseBudgetPercent(const std::string& option, const std::string& text) {
   return checkedPercent(option, text, number);
 }
 
-BudgetSpec parseBudget(const std::string& option, const std::string& text) {
-  BudgetSpec b;
-  b.text = text;
-  std::string number = text;
-  double scale = 1;
-  auto endsWith = [&](const std::string& suffix) {
-    if (number.size() > suffix.size() && number.compare(number.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      number.resize(number.size() - suffix.size());
-      return true;
-    }
-    return false;
-  };
-  if (endsWith("%")) {
-    b.percent = true;
-    b.value = checkedPercent(option, text, number);
-    return b;
-  }
-  if (endsWith("GiB") || endsWith("G")) scale = 1024.0 * 1024 * 1024;
-  else if (endsWith("MiB") || endsWith("M")) scale = 1024.0 * 1024;
-  else if (endsWith("KiB") || endsWith("K")) scale = 1024.0;
-  double v = 0;
+MemoryBudget parseBudget(const std::string& option, const std::string& text) {
   try {
-    v = parseNumberIn(option, number, 0, 1e300);
-  } catch (const Error&) {
-    throw Error("option " + option + ": '" + text + "' is not a budget (bytes with an optional K/M/G or KiB/MiB/GiB suffix, "
-                "or PCT% of the expert bytes)");
+    return MemoryBudget::parse(text);
+  } catch (const Error& e) {
+    throw Error("option " + option + ": " + e.what());
   }
-  b.value = std::floor(v * scale);
-  if (!(b.value >= 1) || b.value > 0x1p62)
-    throw Error("option " + option + ": '" + text + "' is out of range (1 byte to 4 EiB)");
-  return b;
 }
 
-const std::vector<OptionSpec>& runtimeOptionSpecs() {
-  static const std::vector<OptionSpec> specs = {
-      {"--budget", "SIZE|PCT%", "run the experts through the runtime under this memory budget: bytes (K/M/G suffix) or PCT% (0-100) of the expert bytes, working set included"},
-      {"--pools", "FCSE", "the ZipMoE pools to use (any of F, C, S, E)"},
-      {"--offload", "zipmoe|full", "ZipMoE (default) or full-tensor offloading (needs --checkpoint)"},
-      {"--checkpoint", "HF_DIR", "the BF16 checkpoint the full-tensor baseline reads"},
-      {"--eviction", "zipmoe|lru|fifo|lfu|marking|usage", "the cache's eviction policy (usage: CoServe's usage probability)"},
-      {"--no-plan", "", "a fixed equal split of the pools instead of the planner's"},
-      {"--fifo-schedule", "", "request order instead of Algorithm 1"},
-      {"--unfused-recovery", "", "recover every tensor before the model computes it (by default decoding computes from the split planes)"},
-      {"--decoded-planes", "", "decode a C hit's nibble codes into a plane before computing it (by default decoding reads them in place)"},
-      {"--fresh-buffers", "", "allocate every buffer the cache keeps in fresh memory (by default freed buffers' pages are reused)"},
-      {"--no-page-reserve", "", "do not fault in the budget's free room ahead of need (by default a lowest-priority thread does)"},
-      {"--evict-on-shrink", "", "evict a pool a new plan shrinks at once (by default its members stay while the layer's memory holds them)"},
-      {"--no-prompt-plan", "", "plan a layer from the prior until it has 16 steps (by default a prompt of 16+ tokens plans it at prefill)"},
-      {"--own-shares", "", "keep each layer within its own share of the budget (by default room a layer leaves unused is lent to the others)"},
-      {"--workers", "L", "decompression workers (1-256)"},
-      {"--buffered", "", "page-cache reads instead of O_DIRECT"},
-      {"--warm-start", "", "fill the pools with the experts the history ranks highest before the first prompt (waits for it)"},
-      {"--profile", "FILE", "the cost profile (default STORE/profile.json)"},
-      {"--prefetch", "PREDICTOR", "speculative expert prefetch: router, previous, table (with --prefetch-table), oracle[:ACCURACY] (with --replay-trace) or off"},
-      {"--prefetch-slots", "N", "experts read ahead at once (0-4096; default 2 × top-k with --prefetch), inside the budget"},
-      {"--prefetch-table", "FILE", "the expert token table of --prefetch table (written by bench prefetch-accuracy)"},
-      {"--replay-trace", "TSV", "force each token's routing from an activation trace"},
-      {"--trace-prompt", "N", "the trace's prompt to replay (default 0)"},
-  };
-  static const std::vector<OptionSpec> all = [] {
-    std::vector<OptionSpec> v = specs;
-    v.insert(v.end(), distributedOptionSpecs().begin(), distributedOptionSpecs().end());
-    return v;
-  }();
-  return all;
+uint64_t parseByteSize(const std::string& option, const std::string& text) {
+  const std::optional<uint64_t> bytes = parseBudget(option, text).fixedBytes();
+  if (!bytes) throw Error("option " + option + " takes bytes (K/M/G suffix), not a percentage: '" + text + "'");
+  return *bytes;
 }
 
 OptionSpec contextOverflowOptionSpec() {
@@ -113,11 +60,11 @@ ContextOverflow parseContextOverflowOption(const CommandLine& line) {
   }
 }
 
-std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOptions& engine) {
+std::optional<std::string> parseRuntimeOptions(const CommandLine& line, EngineOptions& engine) {
   RuntimeOptions r;
-  std::optional<BudgetSpec> budget;
+  const std::optional<std::string> budget = line.text("--budget");
   bool any = false;
-  if (const auto v = line.text("--budget")) budget = parseBudget("--budget", *v);
+  if (budget) r.budget = parseBudget("--budget", *budget);
   if (const auto v = line.text("--pools")) {
     r.pools = parsePoolMask(*v, "option --pools");
     any = true;
@@ -226,28 +173,24 @@ std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOpt
   parseDistributedOptions(line, engine);
   if (r.mode == OffloadMode::FullTensor && r.checkpointDir.empty())
     throw Error("--offload full reads whole BF16 tensors from the HF checkpoint: give --checkpoint HF_DIR");
-  if (budget) {
-    r.budget = budget->percent ? MemoryBudget::shareOfExperts(budget->value / 100.0)
-                               : MemoryBudget::bytes(static_cast<uint64_t>(budget->value));
-    engine.runtime = r;
-  }
+  if (budget) engine.runtime = r;
   return budget;
 }
 
 std::unique_ptr<Engine> openEngine(const std::filesystem::path& dir, EngineOptions options,
-                                   const std::optional<BudgetSpec>& budget) {
+                                   const std::optional<std::string>& budget) {
   if (!options.onStatus) options.onStatus = [](const std::string& s) { std::fprintf(stderr, "zipmoe: %s\n", s.c_str()); };
   std::unique_ptr<Engine> engine;
   try {
     engine = Engine::open(dir, options);
   } catch (const Error& e) {
     if (budget && std::string(e.what()).find("below the minimum") != std::string::npos)
-      throw Error("--budget " + budget->text + ": " + e.what());
+      throw Error("--budget " + *budget + ": " + e.what());
     throw;
   }
   if (const ExpertRuntime* rt = engine->runtime(); rt && budget)
     std::fprintf(stderr, "zipmoe: --budget %s: %llu bytes of %llu bytes of experts (BF16); its working set, %llu bytes, is part of it\n",
-                 budget->text.c_str(), static_cast<unsigned long long>(rt->stats().budgetBytes),
+                 budget->c_str(), static_cast<unsigned long long>(rt->stats().budgetBytes),
                  static_cast<unsigned long long>(rt->expertBytes()), static_cast<unsigned long long>(rt->minimumBudget()));
   if (const auto warm = engine->waitForWarmUp())
     std::fprintf(stderr,

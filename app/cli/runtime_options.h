@@ -32,24 +32,20 @@ uint64_t budgetBytes(double percent, uint64_t expertBytes);
 // The percentage text of bench's --budget/--budgets items: "25" or "25%", 0 < N <= 100.
 double parseBudgetPercent(const std::string& option, const std::string& text);
 
-struct BudgetSpec {
-  bool percent = false;
-  double value = 0;  // bytes, or percent of expert bytes
-  std::string text;  // as given
-  uint64_t bytes(uint64_t expertBytes) const { return percent ? budgetBytes(value, expertBytes) : static_cast<uint64_t>(value); }
-};
-// SIZE (K/M/G, KiB/MiB/GiB; at least 1 byte) or PCT% (0 < PCT <= 100); throws Error naming option and text.
-BudgetSpec parseBudget(const std::string& option, const std::string& text);
+// MemoryBudget::parse with the option named in its error ("option --budget: '150%' is not …").
+MemoryBudget parseBudget(const std::string& option, const std::string& text);
+// The same for an option that takes bytes only (a node's memory, a body's size): a percentage is refused.
+uint64_t parseByteSize(const std::string& option, const std::string& text);
 
 // The runtime options, one OptionSpec each, for a command's spec.
 const std::vector<OptionSpec>& runtimeOptionSpecs();
-// Reads the runtime options into `engine` (the runtime is set only with --budget). Returns the
-// budget to apply once the runtime exists (percentages need the model's size).
-std::optional<BudgetSpec> parseRuntimeOptions(const CommandLine& line, EngineOptions& engine);
-// Opens the engine with the budget in its runtime options; a budget below the runtime's minimum is
+// Reads the runtime options into `engine` (the runtime, and its MemoryBudget, are set only with
+// --budget). Returns --budget's text as given, for messages; nullopt without it.
+std::optional<std::string> parseRuntimeOptions(const CommandLine& line, EngineOptions& engine);
+// Opens the engine (its runtime resolves the budget); a budget below the runtime's minimum is
 // refused (the message names the option, the minimum in bytes and as a share of the expert bytes).
 std::unique_ptr<Engine> openEngine(const std::filesystem::path& dir, EngineOptions options,
-                                   const std::optional<BudgetSpec>& budget);
+                                   const std::optional<std::string>& budgetText);
 // --context-overflow drop-oldest|error, taken by every door (generate, chat, serve): what happens to
 // a conversation that outgrows the model's context window (zipmoe/conversation.h).
 OptionSpec contextOverflowOptionSpec();

@@ -95,7 +95,7 @@ int runServe(const Args& args) {
   server.modelId = line.text("--model-id", std::filesystem::absolute(dir).lexically_normal().filename().string());
   if (server.modelId.empty()) server.modelId = "zipmoe";
   server.maxConnections = line.integer<int>("--max-connections", 4, 1024, 64);
-  if (const auto v = line.text("--max-body")) server.maxBodyBytes = static_cast<size_t>(parseBudget("--max-body", *v).value);
+  if (const auto v = line.text("--max-body")) server.maxBodyBytes = static_cast<size_t>(parseByteSize("--max-body", *v));
 
   ServeOptions serve;
   serve.maxBatch = line.integer<int>("--max-batch", 1, 256, 8);
@@ -133,16 +133,17 @@ int runServe(const Args& args) {
   signal(SIGPIPE, SIG_IGN);
 
   const std::filesystem::path replayTrace = options.replayTrace;
+  // The budget is serving's whole memory: the engine opens the runtime with the experts' part of it.
+  if (budget) serve.memoryBudget = options.runtime->budget;
+  options.serve = serve;
   auto engine = openEngine(dir, std::move(options), budget);
-  if (budget && engine->runtime()) serve.memoryBudget = engine->runtime()->stats().budgetBytes;
-  serve.routing = engine->requestRouting();
-  ServeScheduler& scheduler = engine->startScheduler(serve);
+  ServeScheduler& scheduler = engine->scheduler();
   OpenAiServer http(scheduler, server);
   const int port = http.start();
   std::printf("zipmoe: listening on http://%s:%d (model '%s', schedule %s, max batch %d%s)\n", server.host.c_str(),
               port, server.modelId.c_str(), schedulePolicyName(serve.policy), serve.maxBatch,
               server.apiKey.empty() ? "" : ", API key required");
-  if (serve.routing)
+  if (engine->requestRouting())
     std::fprintf(stderr, "zipmoe: routing replayed from %s, one of its %d prompts per request\n",
                  replayTrace.filename().string().c_str(), engine->requestRouting()->trace().numPrompts());
   std::fflush(stdout);

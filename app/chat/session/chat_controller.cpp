@@ -203,7 +203,7 @@ void ChatController::openModel(const QString& pathOrUrl) {
   tryDatabase([&](ChatDatabase& db) {
     // The budget and pools the user chose for this model last time, by path (the key needs the store).
     const QVariant budget = db.setting(QStringLiteral("budget:") + path);
-    if (budget.isValid()) request.budgetBytes = budget.toULongLong();
+    if (budget.isValid()) request.budget = zipmoe::MemoryBudget::bytes(budget.toULongLong());
     request.pools = db.setting(QStringLiteral("pools:") + path, 0xF).toUInt();
     if (request.pools == 0 || request.pools > 0xF) request.pools = 0xF;
     if (!request.decompressWorkers) request.decompressWorkers = db.setting(QStringLiteral("workers:") + path, 0).toInt();

@@ -147,10 +147,7 @@ void EngineWorker::openModel(const OpenModelRequest& request) {
 
     EngineOptions options;
     RuntimeOptions runtime;
-    // The budget the user chose for this model last time, or a share of its experts; one that a
-    // changed store has made too small or too large is moved to the nearest end, not refused.
-    runtime.budget = request.budgetBytes ? MemoryBudget::bytes(request.budgetBytes).clamped()
-                                         : MemoryBudget::shareOfExperts(request.budgetFraction).clamped();
+    runtime.budget = request.budget.clamped();
     runtime.pools = request.pools;
     runtime.decompressWorkers = request.decompressWorkers;
     // The planner starts from the statistics of earlier sessions.

@@ -24,6 +24,7 @@
 
 #include "chat_types.h"
 #include "zipmoe/reply.h"
+#include "zipmoe/runtime_options.h"
 #include "local_server.h"
 #include "runtime_handle.h"
 
@@ -39,8 +40,9 @@ class ChatDatabase;
 struct OpenModelRequest {
   QString path;               // an HF directory (converted first) or a ZipMoE store
   QString storesDir;          // where converted stores are kept
-  double budgetFraction = 0.5;  // of the experts' BF16 bytes, used when budgetBytes is 0
-  quint64 budgetBytes = 0;
+  // The budget the user chose for this model last time, or half its experts' BF16 bytes; one that a
+  // changed store has made too small or too large is moved to the nearest end, not refused.
+  MemoryBudget budget = MemoryBudget::shareOfExperts(0.5);
   unsigned pools = 0xF;
   int decompressWorkers = 0;  // 0 = one per core
   ContextOverflow contextOverflow = ContextOverflow::DropOldest;

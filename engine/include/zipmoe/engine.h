@@ -60,7 +60,8 @@ struct EngineOptions {
   // expert is resident (the hook then loads what it needs from `dir`) — it returns the model's.
   std::function<std::shared_ptr<ExpertProvider>(std::shared_ptr<ExpertProvider> local, const std::filesystem::path& dir)>
       wrapExperts;
-  // The generation core's options (scheduler()); `zipmoe serve` starts it with its own instead.
+  // The generation core's options (scheduler()): `zipmoe serve` gives its batch, policy and memory
+  // budget here. With a memory budget and `runtime`, the runtime opens with the experts' part of it.
   ServeOptions serve = ServeOptions::interactive();
 };
 
@@ -87,10 +88,8 @@ class Engine {
   std::shared_ptr<const Store> store() const { return store_; }
   double loadSeconds() const { return loadSeconds_; }
   // The engine's generation core, started on first use with EngineOptions::serve. From any thread.
+  // Throws zipmoe::Error for options ServeScheduler refuses.
   ServeScheduler& scheduler();
-  // Starts the core with `options` instead (a server's batch, policy and memory budget). Throws
-  // zipmoe::Error when it already runs, or for options ServeScheduler refuses.
-  ServeScheduler& startScheduler(const ServeOptions& options);
   ServeScheduler* runningScheduler();  // null until the core has started
   // Writes the operation costs the runtime observed (RuntimeStats::observed) into the cost profile
   // it was opened with, so that the next Engine on this machine and store plans with them from its

@@ -53,6 +53,12 @@ class MemoryBudget {
   // working set plus every expert) instead of being refused: for budgets remembered from an earlier
   // session, which a changed store or profile may have made too small.
   MemoryBudget clamped() const;
+  // What a user writes: bytes with an optional K/M/G (KiB/MiB/GiB) suffix, at least 1 byte, or PCT%
+  // with 0 < PCT <= 100 — shareOfExperts(PCT / 100). Every door reads `--budget` (and the app its
+  // saved budget) with it. Throws zipmoe::Error quoting the text and saying what was expected.
+  static MemoryBudget parse(const std::string& text);
+  // The bytes of a budget given as bytes; nullopt for a share (which needs the model to resolve).
+  std::optional<uint64_t> fixedBytes() const;
 
   // The bytes for a runtime whose working set is `minimum` and whose experts take `expertBytes`.
   // Throws zipmoe::Error naming this budget, its bytes and the minimum (in bytes and as a share of

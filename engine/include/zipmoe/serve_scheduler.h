@@ -147,7 +147,11 @@ struct ServeOptions {
   int agingSteps = 128;      // coserve: waited this many steps → admitted before any other
   int maxQueued = 1024;      // submit() refuses with 503 beyond
   int cachedSequences = 8;   // finished sequences kept for prefix reuse (0 = none)
-  uint64_t memoryBudget = 0; // bytes for experts + KV + activations; 0 = not accounted
+  // The whole memory of serving: experts + KV + activations (unset: not accounted). A share means
+  // that share of the model's expert bytes, as `--budget N%` does everywhere. Given in the Engine's
+  // options (EngineOptions::serve), the expert runtime is opened with the experts' part of it, so
+  // the model is planned once, at start.
+  MemoryBudget memoryBudget;
   double expertFloorShare = 0.5;
   RequestLimits limits;      // defaultMaxTokens for requests without max_tokens
   // A conversation that outgrows the context window (zipmoe/conversation.h): its oldest turns are

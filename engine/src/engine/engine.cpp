@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "io/file_io.h"
+#include "serve/memory_split.h"
+#include "zipmoe/model_config.h"
 #include "zipmoe/error.h"
 
 namespace zipmoe {
@@ -43,14 +45,6 @@ ServeScheduler& Engine::scheduler() {
 ServeScheduler* Engine::runningScheduler() {
   std::lock_guard lock(schedulerMutex_);
   return scheduler_.get();
-}
-
-ServeScheduler& Engine::startScheduler(const ServeOptions& options) {
-  std::lock_guard lock(schedulerMutex_);
-  if (scheduler_) throw Error("the engine's generation core is already running; its options are set once, before it starts");
-  serveOptions_ = options;
-  scheduler_ = std::make_unique<ServeScheduler>(*model_, *tokenizer_, chatTemplate(), runtime_.get(), serveOptions_);
-  return *scheduler_;
 }
 
 std::optional<WarmUpResult> Engine::waitForWarmUp() {
@@ -116,7 +110,19 @@ std::unique_ptr<Engine> Engine::open(const std::filesystem::path& dir, const Eng
       }
     }
     e->profile_ = *profile;
-    e->runtime_ = ExpertRuntime::open(e->store_, *options.runtime, e->profile_);
+    RuntimeOptions runtimeOptions = *options.runtime;
+    if (options.serve.memoryBudget.isSet()) {
+      // Serving's budget holds the experts, the KV cache and the activations: the runtime starts with
+      // what the split leaves the experts before any request (all but the activations' reserve), so
+      // the model is planned once here, not again when the core starts.
+      const ModelConfig config = parseModelConfig(*e->store_->manifest().config, (dir / "manifest.json").string());
+      const int context = config.maxPositionEmbeddings > 0 ? config.maxPositionEmbeddings : (1 << 30);
+      const uint64_t total = options.serve.memoryBudget.resolve(0, e->store_->manifest().routedExpertBytes());
+      const serve::MemorySplit split(total, serve::activationBytes(config, options.serve.maxStepTokens, context), 0,
+                                     options.serve.expertFloorShare);
+      runtimeOptions.budget = MemoryBudget::bytes(split.experts());
+    }
+    e->runtime_ = ExpertRuntime::open(e->store_, runtimeOptions, e->profile_);
     modelOptions.experts = e->runtime_;
   }
   status("loading " + dir.string() + "…");
@@ -142,6 +148,7 @@ std::unique_ptr<Engine> Engine::open(const std::filesystem::path& dir, const Eng
   if (options.wrapExperts) modelOptions.experts = options.wrapExperts(modelOptions.experts, dir);
   e->model_ = MoeModel::load(dir, modelOptions);
   e->serveOptions_ = options.serve;
+  if (!e->serveOptions_.routing) e->serveOptions_.routing = e->requestRouting_;  // each request its trace prompt
   e->loadSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (options.warmStart && e->runtime_) {
     Engine* engine = e.get();

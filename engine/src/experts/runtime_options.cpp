@@ -1,6 +1,7 @@
 // Eviction policy names and MemoryBudget (see zipmoe/runtime_options.h).
 #include "zipmoe/runtime_options.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -66,6 +67,51 @@ MemoryBudget MemoryBudget::poolsForShare(double share) {
   b.kind_ = Kind::PoolsForShare;
   b.share_ = share;
   return b;
+}
+
+namespace {
+
+// A whole-text finite decimal number (from_chars: no sign '+', no spaces, no hex); nullopt otherwise.
+std::optional<double> wholeNumber(const std::string& text) {
+  double v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v, std::chars_format::general);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+MemoryBudget MemoryBudget::parse(const std::string& text) {
+  std::string number = text;
+  const auto endsWith = [&](const std::string& suffix) {
+    if (number.size() > suffix.size() && number.compare(number.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      number.resize(number.size() - suffix.size());
+      return true;
+    }
+    return false;
+  };
+  if (endsWith("%")) {
+    const std::optional<double> v = wholeNumber(number);
+    if (!v || !(*v > 0 && *v <= 100))
+      throw Error("'" + text + "' is not a percentage in (0, 100] of the expert bytes");
+    return shareOfExperts(*v / 100.0);
+  }
+  double scale = 1;
+  if (endsWith("GiB") || endsWith("G")) scale = 1024.0 * 1024 * 1024;
+  else if (endsWith("MiB") || endsWith("M")) scale = 1024.0 * 1024;
+  else if (endsWith("KiB") || endsWith("K")) scale = 1024.0;
+  const std::optional<double> v = wholeNumber(number);
+  if (!v || *v < 0)
+    throw Error("'" + text + "' is not a budget (bytes with an optional K/M/G or KiB/MiB/GiB suffix, or PCT% of the "
+                "expert bytes)");
+  const double bytes = std::floor(*v * scale);
+  if (!(bytes >= 1) || bytes > 0x1p62) throw Error("'" + text + "' is out of range (1 byte to 4 EiB)");
+  return MemoryBudget::bytes(static_cast<uint64_t>(bytes));
+}
+
+std::optional<uint64_t> MemoryBudget::fixedBytes() const {
+  if (kind_ != Kind::Bytes) return std::nullopt;
+  return bytes_;
 }
 
 MemoryBudget MemoryBudget::clamped() const {

@@ -26,15 +26,19 @@ ServeScheduler::Loop::Loop(MoeModel& m, const Tokenizer& t, const ChatTemplate* 
   context = c.maxPositionEmbeddings > 0 ? c.maxPositionEmbeddings : (1 << 30);
   kvPerToken = model.kvBytesPerToken();
   footprint = serve::BatchFootprint(layers, experts);
-  if (options.memoryBudget > 0) {
+  if (options.memoryBudget.isSet()) {
     if (!runtime)
       throw Error("serve: a memory budget needs the expert runtime (a ZipMoE store opened with --budget); "
                   "with every expert resident there is nothing to split");
-    split = serve::MemorySplit(options.memoryBudget, serve::activationBytes(c, options.maxStepTokens, context),
-                               runtime->minimumBudget(), options.expertFloorShare);
+    split = serve::MemorySplit(options.memoryBudget.resolve(0, runtime->expertBytes()),
+                               serve::activationBytes(c, options.maxStepTokens, context), runtime->minimumBudget(),
+                               options.expertFloorShare);
     expertBudget = split.experts();
-    runtime->setBudget(MemoryBudget::bytes(expertBudget));
-    runtime->waitForPlan();
+    // An engine opened with this budget (EngineOptions::serve) planned the experts' part already.
+    if (runtime->stats().budgetBytes != expertBudget) {
+      runtime->setBudget(MemoryBudget::bytes(expertBudget));
+      runtime->waitForPlan();
+    }
   }
   if (runtime) {
     const RuntimeStats st = runtime->stats();

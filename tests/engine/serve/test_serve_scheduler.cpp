@@ -287,6 +287,34 @@ class TestServeScheduler : public QObject {
     QCOMPARE(engine->model().kvCacheBytes(), uint64_t{0});
   }
 
+  // An engine opened with serving's memory budget (EngineOptions::serve, as `zipmoe serve --budget`
+  // does) opens its runtime with the experts' part of it — the budget less the activations' reserve
+  // while no request holds KV — so starting the core plans nothing again.
+  void aServingBudgetIsPlannedOnceAtStart() {
+    const auto store = dir_ / "store";
+    if (!std::filesystem::exists(store / "manifest.json")) convertCheckpoint(demoModel(), store, ConvertOptions{});
+    EngineOptions eo;
+    eo.runtime = RuntimeOptions{};
+    eo.runtime->budget = MemoryBudget::shareOfExperts(0.6);
+    eo.profileSamples = 4;
+    eo.serve = ServeOptions{};
+    eo.serve.memoryBudget = MemoryBudget::shareOfExperts(0.6);
+    auto engine = Engine::open(store, eo);
+    ExpertRuntime& rt = *engine->runtime();
+    const uint64_t total = MemoryBudget::shareBytes(0.6, rt.expertBytes());
+    const uint64_t act = serve::activationBytes(engine->model().config(), eo.serve.maxStepTokens,
+                                                engine->model().config().maxPositionEmbeddings);
+    rt.waitForPlan();
+    const RuntimeStats opened = rt.stats();
+    QCOMPARE(opened.budgetBytes, total - act);
+    ServeScheduler& core = engine->scheduler();
+    rt.waitForPlan();
+    QCOMPARE(rt.stats().replans, opened.replans);  // the core found the plan it needs
+    QCOMPARE(rt.stats().budgetBytes, opened.budgetBytes);
+    QVERIFY(drain(*core.submit(completion("ROMEO:", 4))).finished);  // then the budget follows requests
+    QCOMPARE(core.counters().budgetBytes, total);
+  }
+
   void budgetHoldsAtEveryStep_data() {
     QTest::addColumn<QString>("policy");
     QTest::newRow("fcfs") << "fcfs";
@@ -316,7 +344,7 @@ class TestServeScheduler : public QObject {
     const uint64_t perRequest = static_cast<uint64_t>(maxTokens + 12) * engine->model().kvBytesPerToken();
     // Room for three requests' KV beside the experts' minimum (not four, not the whole context
     // window): six requests must take turns.
-    o.memoryBudget = act + rt.minimumBudget() + perRequest * 16 / 5;
+    o.memoryBudget = MemoryBudget::bytes(act + rt.minimumBudget() + perRequest * 16 / 5);
 
     int violations = 0, kvOverReserved = 0, waitedForMemory = 0;
     uint64_t steps = 0, lowestExperts = UINT64_MAX, highestExperts = 0;
