@@ -197,7 +197,13 @@ ServeScheduler::Loop::Admit ServeScheduler::Loop::admit(serve::Waiting& w) {
   split.addKv(extra);
   followSplit(false);
   r->capacity = std::max(r->capacity, need);
-  model.reserveSequence(r->seq, r->capacity);
+  try {
+    model.reserveSequence(r->seq, r->capacity);
+  } catch (const std::exception& e) {  // its KV cache could not be allocated: this request fails alone
+    releaseSequence(r->seq, r->capacity);
+    w.ticket->fail(ApiError(500, "server_error", std::string("The request's KV cache could not be reserved: ") + e.what()));
+    return Admit::Failed;
+  }
   counters.reusedPromptTokens += static_cast<uint64_t>(r->info.reusedTokens);
   live.push_back(std::move(r));
   return Admit::Started;

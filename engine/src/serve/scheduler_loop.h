@@ -14,6 +14,7 @@
 #include <list>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "generation/reply_stream.h"
@@ -130,6 +131,7 @@ struct ServeScheduler::Loop {
   void attributeRouting(const std::vector<serve::Live*>& members);
   void report(int tokens);
   void publish();
+  void failLive(const std::string& why);  // every live request fails (500), its sequence freed
   void shutdown();
 };
 

@@ -264,6 +264,16 @@ void ServeScheduler::Loop::publish() {
   c.steps = step;
 }
 
+void ServeScheduler::Loop::failLive(const std::string& why) {
+  for (auto& r : live) {
+    r->ticket->fail(ApiError(500, "server_error", why));
+    releaseSequence(r->seq, r->capacity);
+    if (options.routing) options.routing->release(r->ticket->id());
+    ++counters.failed;
+  }
+  live.clear();
+}
+
 void ServeScheduler::Loop::shutdown() {
   for (auto& r : live) {
     r->ticket->fail(serve::shuttingDown());

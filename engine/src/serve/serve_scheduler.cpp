@@ -121,15 +121,23 @@ void ServeScheduler::run() {
     }
     for (auto& [ticket, request] : arrived)
       e.waiting.push_back({std::move(ticket), std::move(request), e.step, serve::Clock::now()});
-    for (const uint64_t owner : forgotten) e.forget(owner);
-    e.dropCancelled();
-    e.honourStops();
-    e.retireFinished();
-    e.admitWaiting();
-    if (options_.policy == SchedulePolicy::CoServe) e.promoteParked();
-    // A request may end on its first sampled token (coserve promotes with its prefill's logits).
-    e.retireFinished();
-    idle = !e.runStep();
+    try {
+      for (const uint64_t owner : forgotten) e.forget(owner);
+      e.dropCancelled();
+      e.honourStops();
+      e.retireFinished();
+      e.admitWaiting();
+      if (options_.policy == SchedulePolicy::CoServe) e.promoteParked();
+      // A request may end on its first sampled token (coserve promotes with its prefill's logits).
+      e.retireFinished();
+      idle = !e.runStep();
+    } catch (const std::exception& ex) {
+      // Anything else that goes wrong (memory for a sequence's KV, say) fails the live requests —
+      // their sequences may be half-written — and the loop goes on for the next ones: a client is
+      // answered, never left waiting on a thread that has died.
+      e.failLive(std::string("The engine failed: ") + ex.what());
+      idle = false;
+    }
     e.publish();
   }
   // Take in whatever arrived last, then fail everything still open.

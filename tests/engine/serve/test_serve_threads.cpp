@@ -1,7 +1,8 @@
 // The serving scheduler's threads (label `threads`: also run under ThreadSanitizer), on ToyModel
 // (toy_model.h): many client threads submitting, streaming and cancelling at once; every ticket
 // closes, no sequence is left behind, a batch really forms, continuation does not depend on the
-// batch, coserve's aging bound admits every request, stop() fails what is still open.
+// batch, coserve's aging bound admits every request, stop() fails what is still open, a ticket's
+// pause and stop from other threads hold and end its reply.
 #include <QtTest>
 
 #include <atomic>
@@ -132,6 +133,64 @@ class TestServeThreads : public QObject {
     scheduler.stop();
     QCOMPARE(model.sequences(), size_t{0});  // stop frees the cached ones too
     QVERIFY2(model.maxBatchSeen() > 1, "requests were never batched together");
+  }
+
+  // A ticket's pause and stop, from other threads: a held request stops generating once it has shown
+  // text while the others go on; resumed, it ends as it would alone; stopped, it ends at once as
+  // "stopped" with what it showed, and its sequence is cached like any finished one.
+  void pauseAndStopFromOtherThreads() {
+    ToyModel model(tokenizer_->vocabSize());
+    ServeOptions o;
+    o.maxBatch = 4;
+    o.prefillChunk = 8;
+    o.maxStepTokens = 16;
+    o.cachedSequences = 4;
+    ServeScheduler scheduler(model, *tokenizer_, nullptr, nullptr, o);
+    const Outcome lone = drain(*scheduler.submit(completion("a held story", 40)));
+    QVERIFY(lone.finished && lone.info.generatedTokens == 40);
+
+    // Held from the start: it shows its first text, then waits while another request runs to its end.
+    auto held = scheduler.submit(completion("a held story", 40), /*paused=*/true);
+    std::string shown;
+    std::vector<RequestTicket::Event> events;
+    while (shown.empty()) {
+      events.clear();
+      QVERIFY(held->wait(events, std::chrono::milliseconds(50)));
+      for (auto& e : events)
+        if (e.kind == RequestTicket::Event::Kind::Text) shown += e.text;
+    }
+    QVERIFY(drain(*scheduler.submit(completion("meanwhile", 12))).finished);
+    std::thread stopper([&] { held->stop(); });
+    stopper.join();
+    Outcome rest = drain(*held);
+    QVERIFY(rest.finished);
+    QCOMPARE(rest.info.stopReason, StopReason::Stopped);
+    QCOMPARE(shown + rest.text, rest.info.text);  // the flush after the stop is the rest of what it shows
+    // Nothing was generated while it was held: its tokens end where its first text appeared.
+    QVERIFY(rest.info.generatedTokens < 40);
+    QCOMPARE(rest.info.tokens, std::vector<int32_t>(lone.info.tokens.begin(), lone.info.tokens.begin() + rest.info.generatedTokens));
+    QCOMPARE(rest.info.text, lone.text.substr(0, rest.info.text.size()));
+
+    // Held, then resumed from another thread: the whole reply, as alone.
+    auto resumed = scheduler.submit(completion("a held story", 40), /*paused=*/true);
+    shown.clear();
+    while (shown.empty()) {
+      events.clear();
+      QVERIFY(resumed->wait(events, std::chrono::milliseconds(50)));
+      for (auto& e : events)
+        if (e.kind == RequestTicket::Event::Kind::Text) shown += e.text;
+    }
+    std::thread resumer([&] { resumed->setPaused(false); });
+    resumer.join();
+    const Outcome whole = drain(*resumed);
+    QVERIFY(whole.finished);
+    QCOMPARE(shown + whole.text, lone.text);
+    QCOMPARE(whole.info.tokens, lone.info.tokens);
+    QTRY_VERIFY_WITH_TIMEOUT(scheduler.counters().running == 0, 600000);
+    QCOMPARE(scheduler.counters().completed, uint64_t{4});
+    QCOMPARE(scheduler.counters().cancelled, uint64_t{0});
+    scheduler.stop();
+    QCOMPARE(model.sequences(), size_t{0});
   }
 
   void stopFailsWhatIsOpen() {
