@@ -45,6 +45,40 @@ uint64_t parseByteSize(const std::string& option, const std::string& text) {
   return *bytes;
 }
 
+const std::vector<OptionSpec>& runtimeOptionSpecs() {
+  static const std::vector<OptionSpec> specs = {
+      {"--budget", "SIZE|PCT%", "run the experts through the runtime under this memory budget: bytes (K/M/G suffix) or PCT% (0-100) of the expert bytes, working set included"},
+      {"--pools", "FCSE", "the ZipMoE pools to use (any of F, C, S, E)"},
+      {"--offload", "zipmoe|full", "ZipMoE (default) or full-tensor offloading (needs --checkpoint)"},
+      {"--checkpoint", "HF_DIR", "the BF16 checkpoint the full-tensor baseline reads"},
+      {"--eviction", "zipmoe|lru|fifo|lfu|marking|usage", "the cache's eviction policy (usage: CoServe's usage probability)"},
+      {"--no-plan", "", "a fixed equal split of the pools instead of the planner's"},
+      {"--fifo-schedule", "", "request order instead of Algorithm 1"},
+      {"--unfused-recovery", "", "recover every tensor before the model computes it (by default decoding computes from the split planes)"},
+      {"--decoded-planes", "", "decode a C hit's nibble codes into a plane before computing it (by default decoding reads them in place)"},
+      {"--fresh-buffers", "", "allocate every buffer the cache keeps in fresh memory (by default freed buffers' pages are reused)"},
+      {"--no-page-reserve", "", "do not fault in the budget's free room ahead of need (by default a lowest-priority thread does)"},
+      {"--evict-on-shrink", "", "evict a pool a new plan shrinks at once (by default its members stay while the layer's memory holds them)"},
+      {"--no-prompt-plan", "", "plan a layer from the prior until it has 16 steps (by default a prompt of 16+ tokens plans it at prefill)"},
+      {"--own-shares", "", "keep each layer within its own share of the budget (by default room a layer leaves unused is lent to the others)"},
+      {"--workers", "L", "decompression workers (1-256)"},
+      {"--buffered", "", "page-cache reads instead of O_DIRECT"},
+      {"--warm-start", "", "fill the pools with the experts the history ranks highest before the first prompt (waits for it)"},
+      {"--profile", "FILE", "the cost profile (default STORE/profile.json)"},
+      {"--prefetch", "PREDICTOR", "speculative expert prefetch: router, previous, table (with --prefetch-table), oracle[:ACCURACY] (with --replay-trace) or off"},
+      {"--prefetch-slots", "N", "experts read ahead at once (0-4096; default 2 × top-k with --prefetch), inside the budget"},
+      {"--prefetch-table", "FILE", "the expert token table of --prefetch table (written by bench prefetch-accuracy)"},
+      {"--replay-trace", "TSV", "force each token's routing from an activation trace"},
+      {"--trace-prompt", "N", "the trace's prompt to replay (default 0)"},
+  };
+  static const std::vector<OptionSpec> all = [] {
+    std::vector<OptionSpec> v = specs;
+    v.insert(v.end(), distributedOptionSpecs().begin(), distributedOptionSpecs().end());
+    return v;
+  }();
+  return all;
+}
+
 OptionSpec contextOverflowOptionSpec() {
   return {"--context-overflow", "drop-oldest|error",
           "a conversation longer than the context: leave out its oldest turns (default) or refuse it"};
