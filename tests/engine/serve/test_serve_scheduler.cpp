@@ -298,6 +298,8 @@ class TestServeScheduler : public QObject {
     eo.runtime->budget = MemoryBudget::shareOfExperts(0.6);
     eo.profileSamples = 4;
     eo.serve = ServeOptions{};
+    eo.serve.maxBatch = 4;
+    eo.serve.maxStepTokens = 32;  // a small forward: its activations' reserve leaves the experts room
     eo.serve.memoryBudget = MemoryBudget::shareOfExperts(0.6);
     auto engine = Engine::open(store, eo);
     ExpertRuntime& rt = *engine->runtime();
