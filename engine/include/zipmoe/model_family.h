@@ -1,8 +1,9 @@
-// Model families: which tensors of an HF checkpoint are routed-expert weights.
+// Model families: the supported HF architectures, and which tensors of a checkpoint are routed-expert weights.
 //
 // The store keeps dense tensors raw and splits routed-expert tensors into E- and SM-chunks. A family
 // knows its experts' naming scheme; shared experts (qwen2_moe's `shared_expert`, deepseek_v2's
-// `shared_experts`) and dense first layers stay dense.
+// `shared_experts`) and dense first layers stay dense. Everything else known about a family is in its
+// description, one file per family under engine/src/hf/families/ (see hf/family_description.h).
 // Thread-safety: immutable singletons. Cost: classification is a few string scans per tensor name.
 #pragma once
 

@@ -1,37 +1,29 @@
-// Model families: the routed-expert naming scheme of each supported HF architecture.
+// The family registry: the list of family descriptions (hf/families/, one file each) and the
+// lookups of zipmoe/model_family.h built on it.
 //
-// The names follow Hugging Face transformers' modeling code and the published checkpoints:
-//   mixtral                 model.layers.{L}.block_sparse_moe.experts.{E}.{w1,w3,w2}.weight
-//   qwen2_moe, qwen3_moe,
-//   olmoe, deepseek_v2      model.layers.{L}.mlp.experts.{E}.{gate_proj,up_proj,down_proj}.weight
-//   switch_transformers     encoder.block.{B}.layer.1.mlp.experts.expert_{E}.{wi,wo}.weight  (stack 0)
-//                           decoder.block.{B}.layer.2.mlp.experts.expert_{E}.{wi,wo}.weight  (stack 1)
-// Classification is a strict parse, not a substring search: shared experts, routers, biases and any
-// name with extra or missing parts must stay dense, because a false positive would make the store
-// split a tensor that the runtime then cannot find where it expects it.
+// Classifying a tensor name is a strict parse against the family's ExpertNamePatterns, not a substring
+// search: shared experts, routers, biases and any name with extra or missing parts must stay dense,
+// because a false positive would make the store split a tensor that the runtime then cannot find
+// where it expects it.
 #include "zipmoe/model_family.h"
 
 #include <array>
 #include <nlohmann/json.hpp>
 
+#include "hf/family_description.h"
 #include "zipmoe/error.h"
 
 namespace zipmoe {
 namespace {
 
-struct FamilyInfo {
-  ModelFamily family;
-  const char* name;
-};
-
-constexpr std::array<FamilyInfo, 6> kFamilies{{
-    {ModelFamily::Mixtral, "mixtral"},
-    {ModelFamily::Qwen2Moe, "qwen2_moe"},
-    {ModelFamily::Qwen3Moe, "qwen3_moe"},
-    {ModelFamily::Olmoe, "olmoe"},
-    {ModelFamily::DeepseekV2, "deepseek_v2"},
-    {ModelFamily::SwitchTransformers, "switch_transformers"},
-}};
+// Listing order: supportedFamilyList() and allFamilies() follow it.
+const std::array<const FamilyDescription*, 6>& registry() {
+  static const std::array<const FamilyDescription*, 6> kFamilies{
+      &mixtralFamily(), &qwen2MoeFamily(), &qwen3MoeFamily(),
+      &olmoeFamily(),   &deepseekV2Family(), &switchTransformersFamily(),
+  };
+  return kFamilies;
+}
 
 // A cursor over a tensor name; every step either consumes exactly what it expects or fails.
 class NameParser {
@@ -75,64 +67,71 @@ class NameParser {
   std::string_view rest_;
 };
 
-// "{prefix}{L}{middle}{E}.{kind}.weight" for the decoder-only families.
-std::optional<ExpertTensorName> parseDecoderOnly(ModelFamily family, std::string_view name,
-                                                 std::string_view middle) {
+std::optional<ExpertTensorName> parse(const ExpertNamePattern& pattern, int stack,
+                                      const std::vector<std::string>& kinds, std::string_view name) {
   ExpertTensorName out;
+  out.stack = stack;
   NameParser p(name);
-  if (p.literal("model.layers.") && p.index(out.block) && p.literal(middle) && p.index(out.expert) &&
-      p.literal(".") && p.kindThenEnd(expertTensorKinds(family), ".weight", out.kind)) {
+  if (p.literal(pattern.beforeBlock) && p.index(out.block) && p.literal(".") && p.literal(pattern.beforeExpert) &&
+      p.index(out.expert) && p.literal(".") && p.kindThenEnd(kinds, ".weight", out.kind)) {
     return out;
   }
   return std::nullopt;
 }
 
-std::optional<ExpertTensorName> parseSwitch(std::string_view name) {
-  const auto& kinds = expertTensorKinds(ModelFamily::SwitchTransformers);
-  // The encoder block's MLP is sub-layer 1 (after self-attention); the decoder's is sub-layer 2
-  // (after self-attention and cross-attention).
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 2> kStacks{{
-      {"encoder.block.", ".layer.1.mlp.experts.expert_"},
-      {"decoder.block.", ".layer.2.mlp.experts.expert_"},
-  }};
-  for (size_t stack = 0; stack < kStacks.size(); ++stack) {
-    ExpertTensorName out;
-    out.stack = static_cast<int>(stack);
-    NameParser p(name);
-    if (p.literal(kStacks[stack].first) && p.index(out.block) && p.literal(kStacks[stack].second) &&
-        p.index(out.expert) && p.literal(".") && p.kindThenEnd(kinds, ".weight", out.kind)) {
-      return out;
-    }
-  }
-  return std::nullopt;
+const FamilyDescription* find(ModelFamily family) {
+  for (const FamilyDescription* description : registry())
+    if (description->family == family) return description;
+  return nullptr;
 }
 
 }  // namespace
 
+const FamilyDescription& describe(ModelFamily family) {
+  if (const FamilyDescription* description = find(family)) return *description;
+  throw Error("unknown model family " + std::to_string(static_cast<int>(family)));
+}
+
+const ForwardPass& forwardPass(ModelFamily family) {
+  const FamilyDescription& description = describe(family);
+  if (!description.forward)
+    throw Error(std::string(description.name) + " has no forward pass (" + description.withoutForwardPass + ")");
+  return *description.forward;
+}
+
+std::string forwardFamilyList() {
+  std::string out;
+  for (const FamilyDescription* description : registry()) {
+    if (!description->forward) continue;
+    if (!out.empty()) out += ", ";
+    out += description->name;
+  }
+  return out;
+}
+
 const char* familyName(ModelFamily family) {
-  for (const auto& info : kFamilies)
-    if (info.family == family) return info.name;
-  return "unknown";
+  const FamilyDescription* description = find(family);
+  return description ? description->name : "unknown";
 }
 
 std::vector<ModelFamily> allFamilies() {
   std::vector<ModelFamily> out;
-  for (const auto& info : kFamilies) out.push_back(info.family);
+  for (const FamilyDescription* description : registry()) out.push_back(description->family);
   return out;
 }
 
 std::string supportedFamilyList() {
   std::string out;
-  for (const auto& info : kFamilies) {
+  for (const FamilyDescription* description : registry()) {
     if (!out.empty()) out += ", ";
-    out += info.name;
+    out += description->name;
   }
   return out;
 }
 
 std::optional<ModelFamily> familyFromName(std::string_view modelType) {
-  for (const auto& info : kFamilies)
-    if (modelType == info.name) return info.family;
+  for (const FamilyDescription* description : registry())
+    if (modelType == description->name) return description->family;
   return std::nullopt;
 }
 
@@ -148,37 +147,14 @@ ModelFamily familyFromConfig(const nlohmann::json& config, const std::string& wh
   throw Error(what + ": model_type \"" + modelType + "\" is not supported" + supported);
 }
 
-const std::vector<std::string>& expertTensorKinds(ModelFamily family) {
-  static const std::vector<std::string> kMixtral{"w1", "w3", "w2"};
-  static const std::vector<std::string> kGatedProj{"gate_proj", "up_proj", "down_proj"};
-  static const std::vector<std::string> kSwitch{"wi", "wo"};
-  switch (family) {
-    case ModelFamily::Mixtral:
-      return kMixtral;
-    case ModelFamily::SwitchTransformers:
-      return kSwitch;
-    case ModelFamily::Qwen2Moe:
-    case ModelFamily::Qwen3Moe:
-    case ModelFamily::Olmoe:
-    case ModelFamily::DeepseekV2:
-      break;
-  }
-  return kGatedProj;
-}
+const std::vector<std::string>& expertTensorKinds(ModelFamily family) { return describe(family).expertKinds; }
 
 std::optional<ExpertTensorName> classifyTensor(ModelFamily family, std::string_view name) {
-  switch (family) {
-    case ModelFamily::Mixtral:
-      return parseDecoderOnly(family, name, ".block_sparse_moe.experts.");
-    case ModelFamily::SwitchTransformers:
-      return parseSwitch(name);
-    case ModelFamily::Qwen2Moe:
-    case ModelFamily::Qwen3Moe:
-    case ModelFamily::Olmoe:
-    case ModelFamily::DeepseekV2:
-      break;
-  }
-  return parseDecoderOnly(family, name, ".mlp.experts.");
+  const FamilyDescription& description = describe(family);
+  for (size_t stack = 0; stack < description.expertNames.size(); ++stack)
+    if (auto parsed = parse(description.expertNames[stack], static_cast<int>(stack), description.expertKinds, name))
+      return parsed;
+  return std::nullopt;
 }
 
 }  // namespace zipmoe

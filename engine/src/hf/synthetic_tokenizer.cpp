@@ -10,7 +10,8 @@
 //    normalizer (prepend ▁, spaces → ▁) and decoder, <s> prepended by the post-processor.
 //  * Unigram (switch_transformers): T5's <pad> </s> <unk> layout, Metaspace, </s> appended, and
 //    <extra_id_N> sentinels at the top of the vocabulary.
-// The chat templates are written here from each model's published prompt format.
+// The special tokens, chat templates (from each model's published prompt format) and generation
+// defaults are each family's, in its description (hf/families/).
 #include "hf/synthetic_tokenizer.h"
 
 #include <map>
@@ -20,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "hf/family_description.h"
 #include "hf/hf_directory.h"
 #include "zipmoe/error.h"
 
@@ -64,14 +66,6 @@ std::string respell(const std::string& text, const std::string& space) {
   std::string out;
   for (char c : text) out += (c == ' ') ? space : std::string(1, c);
   return out;
-}
-
-int64_t idOr(const json& config, const char* key, int64_t fallback) {
-  if (config.contains(key) && config[key].is_number_integer()) return config[key].get<int64_t>();
-  if (config.contains(key) && config[key].is_array() && !config[key].empty() &&
-      config[key][0].is_number_integer())
-    return config[key][0].get<int64_t>();
-  return fallback;
 }
 
 // Hands out ids to ordinary tokens around the ids reserved for special tokens, and stops (returning
@@ -120,6 +114,34 @@ BpeVocab buildBpe(const std::vector<std::string>& base, const std::string& space
   return out;
 }
 
+json specialTemplate(const std::string& token, bool prefix) {
+  const json special = {{"SpecialToken", {{"id", token}, {"type_id", 0}}}};
+  const json a = {{"Sequence", {{"id", "A"}, {"type_id", 0}}}};
+  const json b = {{"Sequence", {{"id", "B"}, {"type_id", 1}}}};
+  return prefix ? json{{"single", {special, a}}, {"pair", {special, a, special, b}}}
+                : json{{"single", {a, special}}, {"pair", {a, special, b, special}}};
+}
+
+json addedTokensDecoder(const json& tokenizer) {
+  json out = json::object();
+  for (const auto& token : tokenizer["added_tokens"]) {
+    json entry = token;
+    entry.erase("id");
+    out[std::to_string(token["id"].get<int64_t>())] = entry;
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t configTokenId(const json& config, const char* key, int64_t fallback) {
+  if (config.contains(key) && config[key].is_number_integer()) return config[key].get<int64_t>();
+  if (config.contains(key) && config[key].is_array() && !config[key].empty() &&
+      config[key][0].is_number_integer())
+    return config[key][0].get<int64_t>();
+  return fallback;
+}
+
 json byteLevelTokenizer(const std::vector<std::pair<std::string, int64_t>>& specials, int64_t vocabSize,
                         const std::string& what) {
   std::set<int64_t> reserved;
@@ -140,15 +162,7 @@ json byteLevelTokenizer(const std::vector<std::pair<std::string, int64_t>>& spec
   return hf::byteLevelBpeTokenizer(spec);
 }
 
-json specialTemplate(const std::string& token, bool prefix) {
-  const json special = {{"SpecialToken", {{"id", token}, {"type_id", 0}}}};
-  const json a = {{"Sequence", {{"id", "A"}, {"type_id", 0}}}};
-  const json b = {{"Sequence", {{"id", "B"}, {"type_id", 1}}}};
-  return prefix ? json{{"single", {special, a}}, {"pair", {special, a, special, b}}}
-                : json{{"single", {a, special}}, {"pair", {a, special, b, special}}};
-}
-
-json mixtralTokenizer(int64_t bosId, int64_t eosId, int64_t vocabSize, const std::string& what) {
+json sentencePieceBpeTokenizer(int64_t bosId, int64_t eosId, int64_t vocabSize, const std::string& what) {
   const int64_t unkId = 0;
   IdAllocator ids({unkId, bosId, eosId}, vocabSize);
   std::vector<std::string> base;
@@ -199,7 +213,7 @@ json mixtralTokenizer(int64_t bosId, int64_t eosId, int64_t vocabSize, const std
 }
 
 // T5's layout: <pad>=0, </s>=1, <unk>=2, the pieces, then <extra_id_99>..<extra_id_0>.
-json switchTokenizer(int64_t vocabSize, int& extraIds, const std::string& what) {
+json t5UnigramTokenizer(int64_t vocabSize, int& extraIds, const std::string& what) {
   json pieces = json::array({json::array({"<pad>", 0.0}), json::array({"</s>", 0.0}), json::array({"<unk>", 0.0})});
   pieces.push_back(json::array({kMetaspace, -2.0}));
   for (char c = '!'; c <= '~'; ++c) pieces.push_back(json::array({std::string(1, c), -6.0}));
@@ -236,125 +250,15 @@ json switchTokenizer(int64_t vocabSize, int& extraIds, const std::string& what) 
   };
 }
 
-// Chat templates, from each model's published prompt format.
-const char* kChatMlTemplate =
-    "{% for message in messages %}"
-    "{% if loop.first and message['role'] != 'system' %}"
-    "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
-    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-const char* kMixtralTemplate =
-    "{{ bos_token }}{% for message in messages %}"
-    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
-    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
-    "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
-    "{% else %}{{ message['content'] + eos_token }}{% endif %}{% endfor %}";
-const char* kDeepseekTemplate =
-    "{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}{% endif %}"
-    "{{ bos_token }}{% for message in messages %}"
-    "{% if message['role'] == 'user' %}{{ 'User: ' + message['content'] + '\\n\\n' }}"
-    "{% elif message['role'] == 'assistant' %}{{ 'Assistant: ' + message['content'] + eos_token }}"
-    "{% elif message['role'] == 'system' %}{{ message['content'] + '\\n\\n' }}{% endif %}{% endfor %}"
-    "{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}";
-const char* kOlmoeTemplate =
-    "{{ eos_token }}{% for message in messages %}"
-    "{% if message['role'] == 'system' %}{{ '<|system|>\\n' + message['content'] + '\\n' }}"
-    "{% elif message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + '\\n' }}"
-    "{% elif message['role'] == 'assistant' %}{{ '<|assistant|>\\n' + message['content'] + eos_token + '\\n' }}"
-    "{% endif %}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}";
-
-json addedTokensDecoder(const json& tokenizer) {
-  json out = json::object();
-  for (const auto& token : tokenizer["added_tokens"]) {
-    json entry = token;
-    entry.erase("id");
-    out[std::to_string(token["id"].get<int64_t>())] = entry;
-  }
-  return out;
-}
-
-}  // namespace
-
 SyntheticTokenizerFiles makeSyntheticTokenizer(ModelFamily family, const json& config) {
   const std::string what = std::string("synthetic tokenizer for ") + familyName(family);
   if (!config.contains("vocab_size") || !config["vocab_size"].is_number_integer())
     throw Error(what + ": config has no integer vocab_size");
   const int64_t vocabSize = config["vocab_size"].get<int64_t>();
-  const int64_t maxLength = idOr(config, "max_position_embeddings", 2048);
-  SyntheticTokenizerFiles out;
-  json& tc = out.tokenizerConfig;
-  switch (family) {
-    case ModelFamily::Qwen2Moe:
-    case ModelFamily::Qwen3Moe: {
-      const int64_t endOfText = idOr(config, "bos_token_id", vocabSize - 3);
-      out.tokenizer = byteLevelTokenizer(
-          {{"<|endoftext|>", endOfText}, {"<|im_start|>", endOfText + 1}, {"<|im_end|>", endOfText + 2}}, vocabSize, what);
-      tc = {{"add_prefix_space", false},
-            {"additional_special_tokens", {"<|im_start|>", "<|im_end|>"}},
-            {"bos_token", nullptr},
-            {"chat_template", kChatMlTemplate},
-            {"clean_up_tokenization_spaces", false},
-            {"eos_token", "<|im_end|>"},
-            {"errors", "replace"},
-            {"pad_token", "<|endoftext|>"},
-            {"split_special_tokens", false},
-            {"tokenizer_class", "Qwen2Tokenizer"},
-            {"unk_token", nullptr}};
-      out.generationConfig = {{"bos_token_id", endOfText},
-                              {"pad_token_id", endOfText},
-                              {"eos_token_id", {endOfText + 2, endOfText}},
-                              {"do_sample", true}, {"temperature", 0.7}, {"top_p", 0.8}, {"top_k", 20},
-                              {"repetition_penalty", 1.05}};
-      break;
-    }
-    case ModelFamily::Olmoe: {
-      const int64_t eos = idOr(config, "eos_token_id", vocabSize - 2), pad = idOr(config, "pad_token_id", vocabSize - 1);
-      out.tokenizer = byteLevelTokenizer({{"<|endoftext|>", eos}, {"<|padding|>", pad}}, vocabSize, what);
-      tc = {{"add_bos_token", false}, {"add_eos_token", false}, {"bos_token", nullptr},
-            {"chat_template", kOlmoeTemplate}, {"clean_up_tokenization_spaces", true},
-            {"eos_token", "<|endoftext|>"}, {"pad_token", "<|padding|>"}, {"unk_token", nullptr},
-            {"tokenizer_class", "GPTNeoXTokenizer"}};
-      out.generationConfig = {{"eos_token_id", eos}, {"pad_token_id", pad}};
-      break;
-    }
-    case ModelFamily::DeepseekV2: {
-      const int64_t bos = idOr(config, "bos_token_id", 0), eos = idOr(config, "eos_token_id", 1);
-      const std::string bosText = "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
-      const std::string eosText = "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
-      out.tokenizer = byteLevelTokenizer({{bosText, bos}, {eosText, eos}}, vocabSize, what);
-      tc = {{"add_bos_token", true}, {"add_eos_token", false}, {"bos_token", bosText},
-            {"chat_template", kDeepseekTemplate}, {"clean_up_tokenization_spaces", false},
-            {"eos_token", eosText}, {"legacy", true}, {"pad_token", eosText}, {"unk_token", nullptr},
-            {"tokenizer_class", "LlamaTokenizerFast"}};
-      out.generationConfig = {{"bos_token_id", bos}, {"eos_token_id", eos}, {"do_sample", true},
-                              {"temperature", 0.3}, {"top_p", 0.95}};
-      break;
-    }
-    case ModelFamily::Mixtral: {
-      const int64_t bos = idOr(config, "bos_token_id", 1), eos = idOr(config, "eos_token_id", 2);
-      out.tokenizer = mixtralTokenizer(bos, eos, vocabSize, what);
-      tc = {{"add_bos_token", true}, {"add_eos_token", false}, {"bos_token", "<s>"},
-            {"chat_template", kMixtralTemplate}, {"clean_up_tokenization_spaces", false},
-            {"eos_token", "</s>"}, {"legacy", false}, {"pad_token", nullptr}, {"unk_token", "<unk>"},
-            {"spaces_between_special_tokens", false}, {"tokenizer_class", "LlamaTokenizer"}};
-      out.generationConfig = {{"bos_token_id", bos}, {"eos_token_id", eos}};
-      break;
-    }
-    case ModelFamily::SwitchTransformers: {
-      int extraIds = 0;
-      out.tokenizer = switchTokenizer(vocabSize, extraIds, what);
-      json sentinels = json::array();
-      for (int n = 0; n < extraIds; ++n) sentinels.push_back("<extra_id_" + std::to_string(n) + ">");
-      tc = {{"additional_special_tokens", sentinels}, {"eos_token", "</s>"}, {"extra_ids", extraIds},
-            {"pad_token", "<pad>"}, {"unk_token", "<unk>"}, {"tokenizer_class", "T5Tokenizer"}};
-      out.generationConfig = {{"decoder_start_token_id", 0}, {"eos_token_id", 1}, {"pad_token_id", 0}};
-      break;
-    }
-  }
-  tc["model_max_length"] = maxLength;
-  tc["added_tokens_decoder"] = addedTokensDecoder(out.tokenizer);
+  const int64_t maxLength = configTokenId(config, "max_position_embeddings", 2048);
+  SyntheticTokenizerFiles out = describe(family).synthetic.tokenizer(config, vocabSize, what);
+  out.tokenizerConfig["model_max_length"] = maxLength;
+  out.tokenizerConfig["added_tokens_decoder"] = addedTokensDecoder(out.tokenizer);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "hf/family_description.h"
 #include "model/moe_model_ops.h"
 #include "model/weights.h"
 
@@ -48,7 +49,7 @@ class GqaAttention : public AttentionLayer {
       kb_ = w.load(p + "k_proj.bias", {kvWidth}, dtype);
       vb_ = w.load(p + "v_proj.bias", {kvWidth}, dtype);
       // qwen2_moe has no o_proj bias; qwen3_moe / olmoe put attention_bias on o_proj too.
-      if (c.family != ModelFamily::Qwen2Moe) ob_ = w.load(p + "o_proj.bias", {hidden}, dtype);
+      if (forwardPass(c.family).attentionBiasOnOutput) ob_ = w.load(p + "o_proj.bias", {hidden}, dtype);
     }
     if (c.qkNormPerHead) {
       qNorm_ = w.load(p + "q_norm.weight", {c.headDim}, dtype);

@@ -16,6 +16,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include "hf/family_description.h"
 #include "model/attention.h"
 #include "model/kv_cache.h"
 #include "model/linear.h"
@@ -72,7 +73,7 @@ class MoeModelImpl : public MoeModel {
       DecoderLayer layer;
       layer.inputNorm = weights->load(prefix + "input_layernorm.weight", {hidden}, dtype_);
       layer.postNorm = weights->load(prefix + "post_attention_layernorm.weight", {hidden}, dtype_);
-      layer.attention = config_.family == ModelFamily::DeepseekV2
+      layer.attention = forwardPass(config_.family).attention == AttentionKind::MultiHeadLatent
                             ? makeMlaAttention(config_, *weights, prefix + "self_attn.", dtype_)
                             : makeGqaAttention(config_, *weights, prefix + "self_attn.", dtype_);
       const int moeLayer = config_.moeLayerIndex(i);

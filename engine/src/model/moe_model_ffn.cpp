@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "hf/family_description.h"
 #include "model/expert_predictor.h"
 #include "model/linear.h"
 #include "model/moe_model_ops.h"
@@ -42,13 +43,12 @@ class MoeBlock : public FeedForward {
   MoeBlock(const ModelConfig& c, const WeightLoader& w, const std::string& p, at::ScalarType dtype, int moeLayer,
            ExpertProvider& experts, RoutingOverride* routing, ExpertPredictor* predictor)
       : c_(c), dtype_(dtype), moeLayer_(moeLayer), experts_(experts), routingOverride_(routing), predictor_(predictor),
-        router_(c, w, p + (c.family == ModelFamily::Mixtral ? "block_sparse_moe.gate.weight" : "mlp.gate.weight"),
-                dtype) {
+        router_(c, w, p + forwardPass(c.family).names.router, dtype) {
     if (predictor_) predictor_->addRouter(moeLayer_, &router_);
     if (c.sharedExpertIntermediateSize > 0) {
-      const std::string sp = p + (c.family == ModelFamily::Qwen2Moe ? "mlp.shared_expert." : "mlp.shared_experts.");
-      shared_ = Mlp(w, sp, c.hiddenSize, c.sharedExpertIntermediateSize, dtype);
-      if (c.sharedExpertGated) sharedGate_ = w.load(p + "mlp.shared_expert_gate.weight", {1, c.hiddenSize}, dtype);
+      const DecoderLayerNames& names = forwardPass(c.family).names;
+      shared_ = Mlp(w, p + names.sharedExperts, c.hiddenSize, c.sharedExpertIntermediateSize, dtype);
+      if (c.sharedExpertGated) sharedGate_ = w.load(p + names.sharedExpertGate, {1, c.hiddenSize}, dtype);
     }
   }
 

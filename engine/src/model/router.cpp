@@ -8,18 +8,18 @@ namespace zipmoe {
 
 Router::Router(const ModelConfig& config, const WeightLoader& weights, const std::string& gateName,
                at::ScalarType dtype)
-    : c_(config) {
-  const bool fp32 = config.family == ModelFamily::DeepseekV2;
+    : c_(config), rule_(forwardPass(config.family).router) {
+  const bool fp32 = rule_ == RouterRule::ScaledGroupLimitedTopK;
   gate_ = weights.load(gateName, {config.numExperts, config.hiddenSize}, fp32 ? at::kFloat : dtype);
 }
 
 at::Tensor Router::scores(const at::Tensor& x) const {
-  if (c_.family != ModelFamily::DeepseekV2) return at::softmax(project(x, gate_), -1, at::kFloat);
+  if (rule_ != RouterRule::ScaledGroupLimitedTopK) return at::softmax(project(x, gate_), -1, at::kFloat);
   return at::softmax(project(x.to(at::kFloat), gate_), -1, at::kFloat);
 }
 
 at::Tensor Router::normalise(at::Tensor topWeights) const {
-  if (c_.family != ModelFamily::DeepseekV2) {
+  if (rule_ != RouterRule::ScaledGroupLimitedTopK) {
     if (c_.normTopkProb) topWeights = topWeights / topWeights.sum(-1, true);
     return topWeights;
   }
@@ -28,9 +28,9 @@ at::Tensor Router::normalise(at::Tensor topWeights) const {
 }
 
 at::Tensor Router::finalDtype(at::Tensor weights, at::ScalarType dtype) const {
-  // qwen2_moe / qwen3_moe / olmoe cast the weights to the compute dtype; mixtral and deepseek_v2 keep
-  // them in fp32, so that weight × expert output is formed in fp32 before the cast (transformers).
-  const bool keepFp32 = c_.family == ModelFamily::Mixtral || c_.family == ModelFamily::DeepseekV2;
+  // SoftmaxTopK casts the weights to the compute dtype; the other rules keep them in fp32, so that
+  // weight × expert output is formed in fp32 before the cast (transformers).
+  const bool keepFp32 = rule_ != RouterRule::SoftmaxTopK;
   return weights.to(keepFp32 ? at::kFloat : dtype);
 }
 
@@ -38,7 +38,7 @@ Routing Router::route(const at::Tensor& x) const {
   const int64_t k = c_.numExpertsPerTok;
   const at::Tensor probs = scores(x);
   at::Tensor topWeights, topExperts;
-  if (c_.family == ModelFamily::DeepseekV2 && c_.topkMethod == "group_limited_greedy") {
+  if (rule_ == RouterRule::ScaledGroupLimitedTopK && c_.topkMethod == "group_limited_greedy") {
     const int64_t n = probs.size(0), perGroup = c_.numExperts / c_.nGroup;
     const at::Tensor groupScores = std::get<0>(probs.view({n, c_.nGroup, perGroup}).max(-1));
     const at::Tensor groups = std::get<1>(at::topk(groupScores, c_.topkGroup, -1));

@@ -1,10 +1,11 @@
-// Router — the top-k expert choice of one MoE layer, per family (internal to the forward pass).
+// Router — the top-k expert choice of one MoE layer, by its family's RouterRule (internal to the
+// forward pass; hf/family_description.h says which family follows which rule).
 //
-// mixtral: softmax (fp32) over all experts → top-k → renormalise. qwen2_moe / qwen3_moe / olmoe:
-// softmax → top-k → renormalise only with norm_topk_prob. The router logits of these four come
-// from the gate in the compute dtype, as in transformers. deepseek_v2: logits in fp32, softmax
-// scores, greedy top-k or group-limited top-k (best topk_group of n_group groups by their maximum
-// score), then (with norm_topk_prob and k > 1) division by the sum of the top-k weights, then
+// SoftmaxTopK, SoftmaxTopKFp32Weights: softmax (fp32) over all experts → top-k → renormalise with
+// norm_topk_prob (mixtral's config always sets it). The router logits come from the gate in the
+// compute dtype, as in transformers. ScaledGroupLimitedTopK: logits in fp32, softmax scores, greedy
+// top-k or group-limited top-k (best topk_group of n_group groups by their maximum score), then
+// (with norm_topk_prob and k > 1) division by the sum of the top-k weights, then
 // × routed_scaling_factor. transformers 5's DeepseekV2 ignores norm_topk_prob (every published V2
 // checkpoint has it false, where all implementations agree). The chosen
 // experts of each token are returned sorted by expert id, which fixes the order in which their
@@ -18,6 +19,7 @@
 
 #include <ATen/ATen.h>
 
+#include "hf/family_description.h"
 #include "zipmoe/model_config.h"
 
 namespace zipmoe {
@@ -26,7 +28,7 @@ class WeightLoader;
 
 struct Routing {
   at::Tensor experts;  // int64 [N, k], ascending within each row
-  at::Tensor weights;  // [N, k] matching `experts`: fp32 (mixtral, deepseek_v2) or the compute dtype
+  at::Tensor weights;  // [N, k] matching `experts`: the compute dtype under SoftmaxTopK, fp32 otherwise
 };
 
 class Router {
@@ -41,11 +43,12 @@ class Router {
  private:
   // The family's rule for the gathered [N, k] scores: normalisation, routed_scaling_factor.
   at::Tensor normalise(at::Tensor topWeights) const;
-  // fp32 for mixtral and deepseek_v2, the compute dtype `dtype` otherwise.
+  // The compute dtype `dtype` for SoftmaxTopK, fp32 otherwise.
   at::Tensor finalDtype(at::Tensor weights, at::ScalarType dtype) const;
 
   const ModelConfig& c_;
-  at::Tensor gate_;  // [experts, hidden]: compute dtype, or fp32 for deepseek_v2
+  RouterRule rule_;
+  at::Tensor gate_;  // [experts, hidden]: compute dtype, or fp32 for ScaledGroupLimitedTopK
 };
 
 }  // namespace zipmoe
