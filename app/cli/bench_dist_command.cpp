@@ -181,7 +181,7 @@ std::filesystem::path prepareStore(const std::filesystem::path& work, const Acti
   return store;
 }
 
-struct Measured {
+struct PlacementRun {
   uint64_t local = 0, remote = 0, fallback = 0, calls = 0, bytes = 0, tokens = 0;
   double decodeSeconds = 0, callSeconds = 0;
   nlohmann::ordered_json json(const std::string& name) const {
@@ -268,7 +268,7 @@ class Configuration {
     measured_.bytes += (after.bytesSent - before.bytesSent) + (after.bytesReceived - before.bytesReceived);
     measured_.callSeconds += after.remoteSeconds - before.remoteSeconds;
   }
-  const Measured& measured() const { return measured_; }
+  const PlacementRun& measured() const { return measured_; }
 
  private:
   struct Origin {
@@ -278,7 +278,7 @@ class Configuration {
   };
   std::shared_ptr<const ActivationTrace> trace_;
   std::vector<Origin> origins_;
-  Measured measured_;
+  PlacementRun measured_;
 };
 
 // Frequencies per origin (prompt p from origin p mod nodes) from the trace rows the model's layers replay.
@@ -373,10 +373,10 @@ int runBenchDist(const Args& arguments) {
     for (auto& c : configurations) c->run(p, tokens);
   const double residentSeconds = configurations[0]->measured().decodeSeconds / static_cast<double>(configurations[0]->measured().tokens);
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  std::vector<Measured> measured;
+  std::vector<PlacementRun> measured;
   std::printf("%-18s %10s %14s %14s %10s %12s\n", "placement", "local %", "calls/token", "KB/token", "TPOT ms", "ms/call");
   for (size_t i = 0; i < placements.size(); ++i) {
-    const Measured& m = configurations[i + 1]->measured();
+    const PlacementRun& m = configurations[i + 1]->measured();
     nlohmann::ordered_json j = m.json(placements[i].first);
     j["eq2_local_share"] = localShare(input, placements[i].second);
     rows.push_back(j);
@@ -398,7 +398,7 @@ int runBenchDist(const Args& arguments) {
   costs.densePerLayer = std::max(0.0, residentSeconds / moeLayers - k * costs.expertCompute);
   double alphaSum = 0;
   int alphaRuns = 0;
-  for (const Measured& m : measured)
+  for (const PlacementRun& m : measured)
     if (m.calls) {
       const double perCall = m.callSeconds / static_cast<double>(m.calls);
       const double bytes = static_cast<double>(m.bytes) / static_cast<double>(m.calls);

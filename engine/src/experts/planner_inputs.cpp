@@ -34,22 +34,22 @@ plan::CostModel costModel(const CostProfile& profile, int workers, int shards, i
 
 namespace {
 
-struct Figure {
+struct PricedCost {
   double& field;  // the cost model's figure (0: not priced by this model)
   const ObservedCost& seen;
 };
 
 // See observedCostModel. Returns whether the group was calibrated.
-bool calibrate(std::initializer_list<Figure> group) {
+bool calibrate(std::initializer_list<PricedCost> group) {
   double observed = 0, profiled = 0;
-  for (const Figure& f : group)
+  for (const PricedCost& f : group)
     if (f.field > 0 && f.seen.count >= kMinObservedOps) {
       observed += static_cast<double>(f.seen.count) * f.seen.seconds;
       profiled += static_cast<double>(f.seen.count) * f.field;
     }
   if (profiled <= 0 || observed <= 0) return false;
   const double ratio = observed / profiled;
-  for (const Figure& f : group)
+  for (const PricedCost& f : group)
     if (f.field > 0) f.field = f.seen.count >= kMinObservedOps ? f.seen.seconds : f.field * ratio;
   return true;
 }

@@ -155,11 +155,11 @@ class ByteLevel final : public PreTokenizer {
   Regex re_;
 };
 
-enum class Prepend { Always, First, Never };
+enum class PrependScheme { Always, First, Never };
 
 class Metaspace final : public PreTokenizer {
  public:
-  Metaspace(std::string rep, Prepend scheme, bool split) : rep_(std::move(rep)), scheme_(scheme), split_(split) {}
+  Metaspace(std::string rep, PrependScheme scheme, bool split) : rep_(std::move(rep)), scheme_(scheme), split_(split) {}
   void split(std::vector<Piece>& pieces) const override {
     std::vector<Piece> out;
     for (auto& p : pieces) {
@@ -169,7 +169,7 @@ class Metaspace final : public PreTokenizer {
         else t += c;
       }
       const bool starts = t.compare(0, rep_.size(), rep_) == 0;
-      if (!starts && (scheme_ == Prepend::Always || (scheme_ == Prepend::First && p.atStart))) t = rep_ + t;
+      if (!starts && (scheme_ == PrependScheme::Always || (scheme_ == PrependScheme::First && p.atStart))) t = rep_ + t;
       if (!split_) {
         if (!t.empty()) out.push_back({t, p.atStart});
         continue;
@@ -188,7 +188,7 @@ class Metaspace final : public PreTokenizer {
 
  private:
   std::string rep_;
-  Prepend scheme_;
+  PrependScheme scheme_;
   bool split_;
 };
 
@@ -263,15 +263,15 @@ std::unique_ptr<PreTokenizer> makePreTokenizer(const json& j, const Where& w) {
   if (type == "Metaspace") {
     std::string rep = j.value("replacement", std::string("\xE2\x96\x81"));
     if (unicode::decodeUtf8(rep).size() != 1) w.at("replacement").fail("expected one character");
-    Prepend scheme = Prepend::Always;
+    PrependScheme scheme = PrependScheme::Always;
     if (j.contains("prepend_scheme") && j["prepend_scheme"].is_string()) {
       const std::string s = j["prepend_scheme"].get<std::string>();
-      if (s == "always") scheme = Prepend::Always;
-      else if (s == "first") scheme = Prepend::First;
-      else if (s == "never") scheme = Prepend::Never;
+      if (s == "always") scheme = PrependScheme::Always;
+      else if (s == "first") scheme = PrependScheme::First;
+      else if (s == "never") scheme = PrependScheme::Never;
       else w.at("prepend_scheme").fail("unknown prepend_scheme \"" + s + "\"");
     } else if (j.contains("add_prefix_space")) {
-      scheme = j.value("add_prefix_space", true) ? Prepend::Always : Prepend::Never;
+      scheme = j.value("add_prefix_space", true) ? PrependScheme::Always : PrependScheme::Never;
     }
     return std::make_unique<Metaspace>(rep, scheme, j.value("split", true));
   }

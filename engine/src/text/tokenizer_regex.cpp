@@ -70,9 +70,9 @@ struct Regex::Node {
 namespace {
 using Node = Regex::Node;
 
-class Parser {
+class RegexParser {
  public:
-  explicit Parser(const std::string& pattern) : cps_(unicode::decodeUtf8(pattern)) {}
+  explicit RegexParser(const std::string& pattern) : cps_(unicode::decodeUtf8(pattern)) {}
   std::unique_ptr<Node> parse() {
     auto n = alternation(false);
     if (pos_ != cps_.size()) fail("unbalanced ')'");
@@ -481,7 +481,7 @@ class Matcher {
 
 }  // namespace
 
-Regex::Regex(const std::string& pattern) : pattern_(pattern), root_(Parser(pattern).parse()) {}
+Regex::Regex(const std::string& pattern) : pattern_(pattern), root_(RegexParser(pattern).parse()) {}
 Regex::~Regex() = default;
 Regex::Regex(Regex&&) noexcept = default;
 Regex& Regex::operator=(Regex&&) noexcept = default;

@@ -92,7 +92,7 @@ void validateOptions(const DemoTrainOptions& o) {
 
 struct DemoTrainer::Impl {
   DemoTrainOptions options;
-  MixtralShape shape;
+  DemoModelShape shape;
   ByteLevelBpe bpe;
   TokenCorpus corpus;
   MixtralForCausalLM model{nullptr};
@@ -133,7 +133,7 @@ DemoTrainer::DemoTrainer(const DemoTrainOptions& options, const std::string& cor
                 std::to_string(bpe.vocabSize()) + " tokens (no pair occurs twice any more)");
   std::vector<int32_t> tokens = bpe.encode(corpusText);
   impl_ = std::make_unique<Impl>(options, std::move(bpe), std::move(tokens));
-  MixtralShape& s = impl_->shape;
+  DemoModelShape& s = impl_->shape;
   s.vocab = options.vocab;
   s.hidden = options.hidden;
   s.intermediate = options.intermediate != 0 ? options.intermediate : 2 * options.hidden;
@@ -173,7 +173,7 @@ int64_t DemoTrainer::parameterCount() const {
 }
 
 int64_t DemoTrainer::activeParameterCount() const {
-  const MixtralShape& s = impl_->shape;
+  const DemoModelShape& s = impl_->shape;
   const int64_t unused = s.layers * (s.experts - s.topK) * 3 * s.hidden * s.intermediate;
   return parameterCount() - unused;
 }
@@ -291,7 +291,7 @@ void DemoTrainer::saveCheckpoint(const std::filesystem::path& file) const {
   m.optimizer->save(optimizerArchive);
   archive.write("optimizer", optimizerArchive);
   archive.write("train_step", torch::tensor(m.step, torch::kInt64));
-  const MixtralShape& s = m.shape;
+  const DemoModelShape& s = m.shape;
   archive.write("train_shape", torch::tensor(std::vector<int64_t>{s.vocab, s.hidden, s.intermediate, s.layers, s.heads,
                                                                   s.kvHeads, s.experts, s.topK, s.maxPositions}));
   const std::filesystem::path partial = file.string() + ".partial";
@@ -312,7 +312,7 @@ void DemoTrainer::loadCheckpoint(const std::filesystem::path& file) {
     archive.load_from(file.string());
     torch::Tensor shape, step;
     archive.read("train_shape", shape);
-    const MixtralShape& s = m.shape;
+    const DemoModelShape& s = m.shape;
     const torch::Tensor expected = torch::tensor(
         std::vector<int64_t>{s.vocab, s.hidden, s.intermediate, s.layers, s.heads, s.kvHeads, s.experts, s.topK, s.maxPositions});
     if (!shape.equal(expected))
@@ -332,7 +332,7 @@ void DemoTrainer::loadCheckpoint(const std::filesystem::path& file) {
 }
 
 MixtralHyper DemoTrainer::hyper() const {
-  const MixtralShape& s = impl_->shape;
+  const DemoModelShape& s = impl_->shape;
   MixtralHyper h;
   h.vocab = s.vocab;
   h.hidden = s.hidden;

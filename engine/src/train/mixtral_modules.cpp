@@ -34,7 +34,7 @@ torch::Tensor RmsNormImpl::forward(const torch::Tensor& x) {
   return weight * normed.to(inputType);
 }
 
-AttentionImpl::AttentionImpl(const MixtralShape& shape)
+AttentionImpl::AttentionImpl(const DemoModelShape& shape)
     : heads_(shape.heads), kvHeads_(shape.kvHeads), headDim_(shape.headDim()) {
   q_proj = register_module("q_proj", makeLinear(shape.hidden, heads_ * headDim_, shape.initStd));
   k_proj = register_module("k_proj", makeLinear(shape.hidden, kvHeads_ * headDim_, shape.initStd));
@@ -71,7 +71,7 @@ ExpertImpl::ExpertImpl(int64_t hidden, int64_t intermediate) {
 
 torch::Tensor ExpertImpl::forward(const torch::Tensor& x) { return w2(torch::silu(w1(x)) * w3(x)); }
 
-SparseMoeImpl::SparseMoeImpl(const MixtralShape& shape) : experts_(shape.experts), topK_(shape.topK) {
+SparseMoeImpl::SparseMoeImpl(const DemoModelShape& shape) : experts_(shape.experts), topK_(shape.topK) {
   gate = register_module("gate", makeLinear(shape.hidden, shape.experts, shape.initStd));
   for (int64_t e = 0; e < shape.experts; ++e) {
     Expert expert(shape.hidden, shape.intermediate);
@@ -113,7 +113,7 @@ torch::Tensor SparseMoeImpl::forward(const torch::Tensor& x, RoutingRecord* reco
   return out.view(sizes);
 }
 
-DecoderLayerImpl::DecoderLayerImpl(const MixtralShape& shape) {
+DecoderLayerImpl::DecoderLayerImpl(const DemoModelShape& shape) {
   self_attn = register_module("self_attn", Attention(shape));
   block_sparse_moe = register_module("block_sparse_moe", SparseMoe(shape));
   input_layernorm = register_module("input_layernorm", RmsNorm(shape.hidden, shape.rmsEps));
@@ -126,7 +126,7 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Ten
   return h + block_sparse_moe(post_attention_layernorm(h), record);
 }
 
-MixtralBodyImpl::MixtralBodyImpl(const MixtralShape& shape) : shape_(shape) {
+MixtralBodyImpl::MixtralBodyImpl(const DemoModelShape& shape) : shape_(shape) {
   embed_tokens = register_module("embed_tokens", torch::nn::Embedding(shape.vocab, shape.hidden));
   torch::nn::init::normal_(embed_tokens->weight, 0.0, shape.initStd);
   for (int64_t i = 0; i < shape.layers; ++i) layers->push_back(DecoderLayer(shape));
@@ -154,7 +154,7 @@ torch::Tensor MixtralBodyImpl::forward(const torch::Tensor& ids, std::vector<Rou
   return norm(x);
 }
 
-MixtralForCausalLMImpl::MixtralForCausalLMImpl(const MixtralShape& shape) : shape_(shape) {
+MixtralForCausalLMImpl::MixtralForCausalLMImpl(const DemoModelShape& shape) : shape_(shape) {
   model = register_module("model", MixtralBody(shape));
   lm_head = register_module("lm_head", makeLinear(shape.hidden, shape.vocab, shape.initStd));
 }

@@ -21,7 +21,7 @@
 
 namespace zipmoe::train {
 
-struct MixtralShape {
+struct DemoModelShape {
   int64_t vocab = 1536;
   int64_t hidden = 256;
   int64_t intermediate = 512;
@@ -50,7 +50,7 @@ TORCH_MODULE(RmsNorm);
 
 class AttentionImpl : public torch::nn::Module {
  public:
-  explicit AttentionImpl(const MixtralShape& shape);
+  explicit AttentionImpl(const DemoModelShape& shape);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
 
@@ -75,7 +75,7 @@ struct RoutingRecord {
 
 class SparseMoeImpl : public torch::nn::Module {
  public:
-  explicit SparseMoeImpl(const MixtralShape& shape);
+  explicit SparseMoeImpl(const DemoModelShape& shape);
   torch::Tensor forward(const torch::Tensor& x, RoutingRecord* record);
   torch::nn::Linear gate{nullptr};
   torch::nn::ModuleList experts;
@@ -87,7 +87,7 @@ TORCH_MODULE(SparseMoe);
 
 class DecoderLayerImpl : public torch::nn::Module {
  public:
-  explicit DecoderLayerImpl(const MixtralShape& shape);
+  explicit DecoderLayerImpl(const DemoModelShape& shape);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         RoutingRecord* record);
   Attention self_attn{nullptr};
@@ -98,7 +98,7 @@ TORCH_MODULE(DecoderLayer);
 
 class MixtralBodyImpl : public torch::nn::Module {
  public:
-  explicit MixtralBodyImpl(const MixtralShape& shape);
+  explicit MixtralBodyImpl(const DemoModelShape& shape);
   // ids [batch, time] int64 -> hidden states [batch, time, hidden]. `records` (optional) receives one
   // RoutingRecord per layer.
   torch::Tensor forward(const torch::Tensor& ids, std::vector<RoutingRecord>* records);
@@ -107,21 +107,21 @@ class MixtralBodyImpl : public torch::nn::Module {
   RmsNorm norm{nullptr};
 
  private:
-  MixtralShape shape_;
+  DemoModelShape shape_;
   torch::Tensor cos_, sin_;  // [maxPositions, headDim]
 };
 TORCH_MODULE(MixtralBody);
 
 class MixtralForCausalLMImpl : public torch::nn::Module {
  public:
-  explicit MixtralForCausalLMImpl(const MixtralShape& shape);
+  explicit MixtralForCausalLMImpl(const DemoModelShape& shape);
   torch::Tensor forward(const torch::Tensor& ids, std::vector<RoutingRecord>* records = nullptr);
-  const MixtralShape& shape() const { return shape_; }
+  const DemoModelShape& shape() const { return shape_; }
   MixtralBody model{nullptr};
   torch::nn::Linear lm_head{nullptr};
 
  private:
-  MixtralShape shape_;
+  DemoModelShape shape_;
 };
 TORCH_MODULE(MixtralForCausalLM);
 
