@@ -31,7 +31,6 @@
 // O(waiting × layers × experts) per admission.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>

@@ -7,6 +7,8 @@
 // greedy tokens and text do not depend on which door it came through.
 #include "zipmoe/serve_scheduler.h"
 
+#include <atomic>
+
 #include "serve/scheduler_loop.h"
 #include "zipmoe/error.h"
 

@@ -153,12 +153,14 @@ class TestServeThreads : public QObject {
     auto held = scheduler.submit(completion("a held story", 40), /*paused=*/true);
     std::string shown;
     std::vector<RequestTicket::Event> events;
-    while (shown.empty()) {
+    // Waits for the first text (each wait is bounded; the loop ends when the ticket closes).
+    for (bool open = true; shown.empty() && open;) {
       events.clear();
-      QVERIFY(held->wait(events, std::chrono::milliseconds(50)));
+      open = held->wait(events, std::chrono::milliseconds(50));
       for (auto& e : events)
         if (e.kind == RequestTicket::Event::Kind::Text) shown += e.text;
     }
+    QVERIFY(!shown.empty());
     QVERIFY(drain(*scheduler.submit(completion("meanwhile", 12))).finished);
     std::thread stopper([&] { held->stop(); });
     stopper.join();
@@ -174,12 +176,14 @@ class TestServeThreads : public QObject {
     // Held, then resumed from another thread: the whole reply, as alone.
     auto resumed = scheduler.submit(completion("a held story", 40), /*paused=*/true);
     shown.clear();
-    while (shown.empty()) {
+    // Waits for the first text (each wait is bounded; the loop ends when the ticket closes).
+    for (bool open = true; shown.empty() && open;) {
       events.clear();
-      QVERIFY(resumed->wait(events, std::chrono::milliseconds(50)));
+      open = resumed->wait(events, std::chrono::milliseconds(50));
       for (auto& e : events)
         if (e.kind == RequestTicket::Event::Kind::Text) shown += e.text;
     }
+    QVERIFY(!shown.empty());
     std::thread resumer([&] { resumed->setPaused(false); });
     resumer.join();
     const Outcome whole = drain(*resumed);
