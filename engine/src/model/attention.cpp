@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "hf/family_description.h"
+#include "model/linear.h"
 #include "model/moe_model_ops.h"
 #include "model/weights.h"
 
@@ -31,6 +32,8 @@ at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& k, const at::T
   const at::Tensor out = at::matmul(probs.view({kvHeads, group * n, total}), v);  // [kvHeads, group × n, dv]
   return out.view({heads, n, dv}).transpose(0, 1).reshape({n, heads * dv});
 }
+
+bool attendsQueryByQuery(int64_t queries) { return queries > 1 && queries <= kMaxGemvRows; }
 
 namespace {
 
@@ -89,7 +92,14 @@ class GqaAttention : public AttentionLayer {
       const at::Tensor keys = s.first->writeAndView(s.past, k.narrow(0, s.offset, s.count).transpose(0, 1));
       const at::Tensor values = s.second->writeAndView(s.past, v.narrow(0, s.offset, s.count).transpose(0, 1));
       const at::Tensor qs = q.narrow(0, s.offset, s.count).transpose(0, 1);  // [heads, n, d]
-      outs.push_back(causalAttention(qs, keys, values, scale_));
+      if (!attendsQueryByQuery(s.count)) {
+        outs.push_back(causalAttention(qs, keys, values, scale_));
+        continue;
+      }
+      for (int64_t i = 0; i < s.count; ++i) {
+        const int64_t seen = s.past + i + 1;
+        outs.push_back(causalAttention(qs.narrow(1, i, 1), keys.narrow(1, 0, seen), values.narrow(1, 0, seen), scale_));
+      }
     }
     const at::Tensor attn = outs.size() == 1 ? outs[0] : at::cat(outs, 0);
     return project(attn, o_, ob_);

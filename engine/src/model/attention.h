@@ -53,6 +53,13 @@ at::Tensor futureKeys(int64_t n, int64_t total);
 // T - n .. T - 1. Returns [n, heads × dv].
 at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale);
 
+// Whether a sequence's step of `queries` tokens attends query by query, each query against the keys
+// up to its own position as a one-token decode step there would: a decoding step (2 … kMaxGemvRows
+// tokens: a prompt's chunk, whose cut a batch's step budget decides). Then a token's attention does
+// not depend on how its prompt was chunked, nor its products (the GEMV's rows are independent):
+// the batch-invariance of linear.h. A longer step attends at once, as its sequence alone would.
+bool attendsQueryByQuery(int64_t queries);
+
 std::unique_ptr<AttentionLayer> makeGqaAttention(const ModelConfig& config, const WeightLoader& weights,
                                                  const std::string& prefix, at::ScalarType dtype);
 

@@ -1,4 +1,5 @@
-// project(): the project's BF16 GEMV for few rows, at::linear otherwise (see linear.h).
+// project(): the project's BF16 GEMV for decoding's rows, at::linear otherwise; the forward's rows
+// cut by sequence so that a row's result does not depend on the batch (see linear.h).
 #include "model/linear.h"
 
 #include <omp.h>
@@ -22,6 +23,7 @@ namespace {
 
 thread_local MatmulKernel currentKernel = MatmulKernel::Auto;
 thread_local uint64_t weightBytesRead = 0;
+thread_local const std::vector<int64_t>* currentSegments = nullptr;
 
 std::optional<kernels::GemvLevel> gemvLevel(MatmulKernel k) {
   switch (k) {
@@ -69,7 +71,7 @@ void setComputeThreads(int requested) {
 // The thread's first parallel operator would apply libtorch's own count over ours: applied first.
 IntraOpThreadsScope::IntraOpThreadsScope(int64_t rows)
     : previous_((at::internal::lazy_init_num_threads(), omp_get_max_threads())) {
-  const int wanted = rows <= kMaxGemvRows ? 1 : kernels::ComputePool::instance().threads();
+  const int wanted = decodingRows(rows) ? 1 : kernels::ComputePool::instance().threads();
   if (wanted != previous_) omp_set_num_threads(wanted);
 }
 
@@ -89,6 +91,64 @@ void countWeightRead(const at::Tensor& weight) {
 
 MatmulScope::MatmulScope(MatmulKernel kernel) : previous_(currentKernel) { currentKernel = kernel; }
 MatmulScope::~MatmulScope() { currentKernel = previous_; }
+
+RowSegmentsScope::RowSegmentsScope(std::vector<int64_t> counts)
+    : counts_(std::move(counts)), previous_(currentSegments) {
+  currentSegments = &counts_;
+}
+RowSegmentsScope::~RowSegmentsScope() { currentSegments = previous_; }
+
+std::vector<int64_t> rowSegments(int64_t rows) {
+  if (currentSegments && currentSegments->size() > 1) {
+    int64_t total = 0;
+    for (const int64_t c : *currentSegments) total += c;
+    if (total == rows) return *currentSegments;
+  }
+  return {rows};
+}
+
+bool decodingRows(int64_t rows) {
+  if (rows <= kMaxGemvRows) return true;
+  const std::vector<int64_t> counts = rowSegments(rows);
+  return std::all_of(counts.begin(), counts.end(), [](int64_t c) { return c <= kMaxGemvRows; });
+}
+
+at::Tensor productByRows(const at::Tensor& x, const std::function<at::Tensor(const at::Tensor&)>& product) {
+  if (x.dim() < 2) return product(x);
+  const int64_t rows = x.size(0);
+  const std::vector<int64_t> counts = rowSegments(rows);
+  // Pieces [begin, end) of x's rows with their steps' counts: a run of decoding steps up to
+  // kGemvPassRows rows, or one longer step.
+  struct Piece {
+    int64_t begin = 0, end = 0;
+    std::vector<int64_t> counts;
+  };
+  std::vector<Piece> pieces;
+  int64_t at = 0;
+  for (const int64_t c : counts) {
+    const bool decoding = c <= kMaxGemvRows;
+    const bool joins = decoding && !pieces.empty() && pieces.back().counts.back() <= kMaxGemvRows &&
+                       pieces.back().end - pieces.back().begin + c <= kGemvPassRows;
+    if (!joins) pieces.push_back({at, at, {}});
+    pieces.back().end = at + c;
+    pieces.back().counts.push_back(c);
+    at += c;
+  }
+  if (pieces.size() <= 1) {
+    const RowSegmentsScope scope(pieces.empty() ? std::vector<int64_t>{rows} : pieces[0].counts);
+    return product(x);
+  }
+  std::vector<at::Tensor> outs;
+  outs.reserve(pieces.size());
+  for (const Piece& p : pieces) {
+    // A fresh tensor, as a sequence's own rows are when it runs alone: no kernel sees another
+    // offset or alignment.
+    const at::Tensor rowsOfPiece = x.narrow(0, p.begin, p.end - p.begin).clone(at::MemoryFormat::Contiguous);
+    const RowSegmentsScope scope(p.counts);
+    outs.push_back(product(rowsOfPiece));
+  }
+  return at::cat(outs, 0);
+}
 
 namespace {
 
@@ -150,16 +210,30 @@ at::Tensor gemvProject(const at::Tensor& x, int64_t rows, int64_t cols, kernels:
 
 }  // namespace
 
-bool gemvProjects(int64_t rows) { return gemvLevel(currentKernel).has_value() && rows <= kMaxGemvRows; }
+bool gemvProjects(int64_t rows) {
+  return gemvLevel(currentKernel).has_value() &&
+         (rows <= kMaxGemvRows || (rows <= kGemvPassRows && decodingRows(rows)));
+}
 
 at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
-  countWeightRead(weight);
   const std::optional<kernels::GemvLevel> level = gemvLevel(currentKernel);
-  const bool gemv = level && x.scalar_type() == at::kBFloat16 && weight.scalar_type() == at::kBFloat16 &&
-                    weight.dim() == 2 && weight.is_contiguous() && x.dim() >= 1 && x.size(-1) == weight.size(1) &&
-                    weight.size(1) > 0 && x.numel() / weight.size(1) <= kMaxGemvRows;
-  if (!gemv) return bias ? at::linear(x, weight, *bias) : at::linear(x, weight);
-  const int64_t cols = weight.size(1);
+  const bool gemvTakes = level && x.scalar_type() == at::kBFloat16 && weight.scalar_type() == at::kBFloat16 &&
+                         weight.dim() == 2 && weight.is_contiguous() && x.dim() >= 1 &&
+                         x.size(-1) == weight.size(1) && weight.size(1) > 0;
+  if (!gemvTakes) {
+    countWeightRead(weight);
+    return bias ? at::linear(x, weight, *bias) : at::linear(x, weight);
+  }
+  const int64_t cols = weight.size(1), rows = x.numel() / cols;
+  if (!gemvProjects(rows)) {
+    // One step of prefill (at::linear on all of x, as alone), or several steps: piece by piece.
+    if (x.dim() != 2 || rowSegments(rows).size() == 1) {
+      countWeightRead(weight);
+      return bias ? at::linear(x, weight, *bias) : at::linear(x, weight);
+    }
+    return productByRows(x, [&](const at::Tensor& piece) { return project(piece, weight, bias); });
+  }
+  countWeightRead(weight);
   const auto* w = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>());
   return gemvProject(x, weight.size(0), cols, *level, bias,
                      [&](kernels::GemvLevel l, size_t r0, size_t r1, const uint16_t* xs, size_t batch, float* ys,
@@ -206,9 +280,10 @@ namespace {
 kernels::GemvLevel planeLevel(const char* what, const at::Tensor& x, int64_t cols) {
   const std::optional<kernels::GemvLevel> level = gemvLevel(currentKernel);
   if (!level || x.scalar_type() != at::kBFloat16 || x.dim() < 1 || x.size(-1) != cols || cols <= 0 ||
-      x.numel() / cols > kMaxGemvRows)
+      !gemvProjects(x.numel() / cols))
     throw Error(std::string(what) + ": needs BF16 input with " + std::to_string(cols) + " columns, at most " +
-                std::to_string(kMaxGemvRows) + " rows, on a GEMV kernel");
+                std::to_string(kMaxGemvRows) + " rows (or decoding steps of at most " + std::to_string(kGemvPassRows) +
+                "), on a GEMV kernel");
   return *level;
 }
 
@@ -291,8 +366,8 @@ void gatedMlpGemv(const uint16_t* x, int64_t n, const GemvWeight& gate, const Ge
                 std::to_string(up.rows) + " × " + std::to_string(up.cols) + " and down " + std::to_string(down.rows) +
                 " × " + std::to_string(down.cols) + " are not [width × cols], [width × cols], [cols × width]");
   const std::optional<kernels::GemvLevel> level = gemvLevel(currentKernel);
-  if (!level || n < 1 || n > kMaxGemvRows)
-    throw Error("gatedMlpGemv: " + std::to_string(n) + " rows, expected 1 … " + std::to_string(kMaxGemvRows) +
+  if (!level || n < 1 || n > kGemvPassRows)
+    throw Error("gatedMlpGemv: " + std::to_string(n) + " rows, expected 1 … " + std::to_string(kGemvPassRows) +
                 " on a GEMV kernel");
   const uint64_t bytes = checkedWeightBytes("gatedMlpGemv", gate) + checkedWeightBytes("gatedMlpGemv", up) +
                          checkedWeightBytes("gatedMlpGemv", down);
@@ -345,7 +420,7 @@ std::optional<at::Tensor> gatedMlpProject(const at::Tensor& x, const at::Tensor&
       !gemvTakes(up) || !gemvTakes(down) || x.size(-1) != gate.size(1))
     return std::nullopt;
   const int64_t cols = gate.size(1), n = x.numel() / cols;
-  if (n < 1 || n > kMaxGemvRows || up.sizes() != gate.sizes() || down.size(0) != cols || down.size(1) != gate.size(0))
+  if (n < 1 || !gemvProjects(n) || up.sizes() != gate.sizes() || down.size(0) != cols || down.size(1) != gate.size(0))
     return std::nullopt;
   const auto weightOf = [](const at::Tensor& t) {
     GemvWeight w;
@@ -357,7 +432,7 @@ std::optional<at::Tensor> gatedMlpProject(const at::Tensor& x, const at::Tensor&
   const at::Tensor xc = x.contiguous();
   at::Tensor y = at::empty(xc.sizes(), xc.options());
   auto* ys = reinterpret_cast<uint16_t*>(y.data_ptr<at::BFloat16>());
-  std::array<uint16_t*, kMaxGemvRows> out{};
+  std::array<uint16_t*, kGemvPassRows> out{};
   for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = ys + i * cols;
   gatedMlpGemv(reinterpret_cast<const uint16_t*>(xc.data_ptr<at::BFloat16>()), n, weightOf(gate), weightOf(up),
                weightOf(down), nullptr, out.data());

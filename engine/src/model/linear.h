@@ -1,15 +1,27 @@
 // project(x, W[, b]) for the forward pass: y = x · Wᵀ (+ b), the one matrix product of every
 // projection, router, expert and LM head.
 //
-// With BF16 activations and weights and at most kMaxGemvRows rows of x (decoding, a few sequences),
-// the product runs on the project's own GEMV kernels (kernels/bf16_gemv.h): the weights are streamed
-// once, split by rows between the compute pool's threads (kernels/compute_pool.h), accumulated in fp32, the bias added in
-// fp32 and the result rounded to BF16 once — as libtorch's BF16 linear rounds its fp32 result.
-// Otherwise (prefill, fp32 compute, odd layouts) it is at::linear. Which kernel a thread uses is
-// set for the duration of a forward by a MatmulScope (MoeModel sets it from ModelOptions::matmul).
-// Thread-safety: the choice is per thread. Cost: rows × cols × 2 bytes of W read once.
+// With BF16 activations and weights, the rows of decoding (a sequence's step of at most kMaxGemvRows
+// tokens) run on the project's own GEMV kernels (kernels/bf16_gemv.h): the weights are streamed once
+// per pass of up to kGemvPassRows rows, split by rows between the compute pool's threads
+// (kernels/compute_pool.h), accumulated in fp32, the bias added in fp32 and the result rounded to
+// BF16 once — as libtorch's BF16 linear rounds its fp32 result. A longer step (prefill) is
+// at::linear on its own rows; fp32 compute and odd layouts are at::linear on all of x.
+//
+// Batch invariance (BF16 on a GEMV kernel): a row's result does not depend on the other rows of the
+// product. The GEMV reduces each row of x alone, in an order fixed by the weight's shape, whatever
+// the number of rows; the forward names its sequences' rows (RowSegmentsScope), and a product cuts x
+// into pieces by them (productByRows): runs of decoding steps, each on the GEMV, and every longer
+// step alone on at::linear — the same call, on the same rows, as when its sequence runs alone. So
+// a request's greedy reply is the same alone or batched. (at::linear's reduction order depends on
+// the shape: fp32 products of a batch are not bit-invariant.)
+//
+// Which kernel a thread uses is set for the duration of a forward by a MatmulScope (MoeModel sets
+// it from ModelOptions::matmul). Thread-safety: the choice and the row segments are per thread.
+// Cost: rows × cols × 2 bytes of W read once per GEMV pass.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -21,7 +33,40 @@
 
 namespace zipmoe {
 
+// A sequence's step of at most this many rows is decoding's: its products run on the GEMV.
 constexpr int64_t kMaxGemvRows = 8;
+// The most rows one GEMV pass takes (several decoding steps batched): each weight row is multiplied
+// with every row of x while it is in L1, x stays in L2. More rows take more passes.
+constexpr int64_t kGemvPassRows = 32;
+
+// The rows of the products the calling thread runs, by sequence, until destroyed (scopes nest): a
+// product (or norm) whose x has as many rows (dim 0) as `counts` sum to takes counts[i] rows as
+// sequence i's, one after another; any other x is one sequence's rows. MoeModel::forward sets its
+// steps' token counts; productByRows sets each piece's own.
+class RowSegmentsScope {
+ public:
+  explicit RowSegmentsScope(std::vector<int64_t> counts);
+  ~RowSegmentsScope();
+  RowSegmentsScope(const RowSegmentsScope&) = delete;
+  RowSegmentsScope& operator=(const RowSegmentsScope&) = delete;
+
+ private:
+  std::vector<int64_t> counts_;
+  const std::vector<int64_t>* previous_;
+};
+
+// The sequences' row counts for `rows` rows of x on this thread (RowSegmentsScope), or {rows}.
+std::vector<int64_t> rowSegments(int64_t rows);
+// Whether every sequence among `rows` rows is a decoding step (at most kMaxGemvRows rows).
+bool decodingRows(int64_t rows);
+
+// `product` applied to x piece by piece, the results concatenated along dim 0 (each piece's result
+// has the piece's rows in dim 0 and the same other dimensions): runs of decoding steps of at most
+// kGemvPassRows rows, and each longer step on its own, every piece a fresh contiguous tensor under
+// a RowSegmentsScope of its own steps. A single piece is x itself (under its scope). So the result
+// of a row is what `product` gives its sequence's rows alone, provided `product` treats decoding
+// rows row by row (the GEMV, rmsNormRows).
+at::Tensor productByRows(const at::Tensor& x, const std::function<at::Tensor(const at::Tensor&)>& product);
 
 at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias = {});
 
@@ -31,11 +76,12 @@ at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const std::opt
 at::Tensor projectPerHead(const at::Tensor& x, const at::Tensor& weight);
 
 // Whether project() runs `rows` rows of BF16 x on the project's GEMV on this thread now (and so
-// whether projectSplit can: the same kernel, the same threads).
+// whether projectSplit can: the same kernel, the same threads): a GEMV kernel is in use and the
+// rows are at most kMaxGemvRows, or decoding steps (decodingRows) of at most kGemvPassRows rows.
 bool gemvProjects(int64_t rows);
 // project(x, W) for W [outRows × cols] given as its lossless split (exponent and sign-mantissa planes,
 // row-major): recovery fused into the product, bit-identical to project() on the merged tensor.
-// REQUIRES: gemvProjects(rows of x), x BF16 with cols columns.
+// REQUIRES: gemvProjects(rows of x), x BF16 with cols columns (throws zipmoe::Error otherwise).
 at::Tensor projectSplit(const at::Tensor& x, const uint8_t* exponents, const uint8_t* signMantissa, int64_t outRows,
                         int64_t cols);
 // The same with the exponents as nibble codes read in place (zipmoe/nibble_shard.h, one shard per
@@ -75,13 +121,13 @@ const uint16_t* nibbleWeightWords(const GemvWeight& w, std::vector<uint16_t>& sc
 // BF16: a few BF16 steps from this. The project does not use it.)
 // The first run's items each compute a range of gate's and up's rows and then silu · up over that
 // range; the second's a range of down's rows, rounded and scaled in the item.
-// Counts the three weights' bytes as read. REQUIRES: gemvProjects(n); gate and up [width × cols],
+// Counts the three weights' bytes as read. REQUIRES: 1 ≤ n ≤ kGemvPassRows on a GEMV kernel; gate and up [width × cols],
 // down [cols × width]; out[i] has room for cols values and does not overlap x. Throws
 // zipmoe::Error when the shapes or nibble shards do not fit.
 void gatedMlpGemv(const uint16_t* x, int64_t n, const GemvWeight& gate, const GemvWeight& up,
                   const GemvWeight& down, const float* scale, uint16_t* const* out);
-// gatedMlp's decoding form on tensors: the fused product when x is BF16 with at most
-// kMaxGemvRows rows and the weights are contiguous BF16 on a GEMV kernel; nullopt otherwise.
+// gatedMlp's decoding form on tensors: the fused product when x is BF16 with rows the GEMV takes
+// (gemvProjects) and the weights are contiguous BF16 on a GEMV kernel; nullopt otherwise.
 std::optional<at::Tensor> gatedMlpProject(const at::Tensor& x, const at::Tensor& gate, const at::Tensor& up,
                                           const at::Tensor& down);
 
@@ -91,7 +137,7 @@ int availableCpus();
 void setComputeThreads(int requested);
 
 // For one forward: libtorch's own intra-op threads (OpenMP) go down to one while the forward decodes
-// (at most kMaxGemvRows rows: its products run on the compute pool) and are the compute threads
+// (decodingRows(rows): its products run on the compute pool) and are the compute threads
 // otherwise (prefill, whose matrix products are libtorch's). An idle OpenMP team spins after every
 // parallel region and takes a core from the pool and the expert runtime's workers (measured under
 // load on 2 cores: 565 ms per Qwen8 token with it spinning, 132 ms without). Only the calling

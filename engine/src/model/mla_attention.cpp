@@ -70,8 +70,16 @@ class MlaAttention : public AttentionLayer {
       const at::Tensor latents = s.first->writeAndView(s.past, latent.narrow(0, s.offset, s.count));  // [T, rank]
       const at::Tensor rotKeys = s.second->writeAndView(s.past, kRot.narrow(0, s.offset, s.count));   // [T, rope]
       const at::Tensor qs = q.narrow(0, s.offset, s.count);
-      outs.push_back(absorbedIsCheaper(s.count, latents.size(0)) ? absorbed(qs, latents, rotKeys)
-                                                                 : expanded(qs, latents, rotKeys));
+      if (!attendsQueryByQuery(s.count)) {
+        outs.push_back(absorbedIsCheaper(s.count, latents.size(0)) ? absorbed(qs, latents, rotKeys)
+                                                                   : expanded(qs, latents, rotKeys));
+        continue;
+      }
+      for (int64_t i = 0; i < s.count; ++i) {
+        const int64_t seen = s.past + i + 1;
+        const at::Tensor one = qs.narrow(0, i, 1), l = latents.narrow(0, 0, seen), r = rotKeys.narrow(0, 0, seen);
+        outs.push_back(absorbedIsCheaper(1, seen) ? absorbed(one, l, r) : expanded(one, l, r));
+      }
     }
     const at::Tensor attn = outs.size() == 1 ? outs[0] : at::cat(outs, 0);
     return project(attn, o_, ob_);

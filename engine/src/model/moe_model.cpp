@@ -161,6 +161,10 @@ class MoeModelImpl : public MoeModel {
       }
     }
     const auto n = static_cast<int64_t>(ids.size());
+    // Every product, norm and expert takes each step's rows as they would be alone (linear.h).
+    std::vector<int64_t> stepRows;
+    for (const Step& step : steps) stepRows.push_back(static_cast<int64_t>(step.tokens.size()));
+    const RowSegmentsScope stepSegments(stepRows);
     const IntraOpThreadsScope intraOp(n);
     const at::Tensor idTensor = at::from_blob(ids.data(), {n}, at::kLong);
     const at::Tensor positionTensor = at::from_blob(positions.data(), {n}, at::kLong);
@@ -192,6 +196,7 @@ class MoeModelImpl : public MoeModel {
       offset += count;
     }
     const at::Tensor rowTensor = at::from_blob(rows.data(), {static_cast<int64_t>(rows.size())}, at::kLong);
+    const RowSegmentsScope headRows(allPositions ? stepRows : std::vector<int64_t>(steps.size(), 1));
     const at::Tensor hidden = rmsNorm(h.index_select(0, rowTensor), finalNorm_, config_.rmsNormEps);
     const at::Tensor logits = project(hidden, lmHead_).to(at::kFloat).contiguous();
 

@@ -1,6 +1,7 @@
 // Dense MLP and MoE block (see moe_model_ffn.h). Thread-safety: immutable. Cost: see header.
 #include "model/moe_model_ffn.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <span>
@@ -60,19 +61,20 @@ class MoeBlock : public FeedForward {
     const int64_t* chosen = flatExperts.data_ptr<int64_t>();
     std::vector<std::vector<int64_t>> slots(static_cast<size_t>(c_.numExperts));
     for (int64_t s = 0; s < n * k; ++s) slots[static_cast<size_t>(chosen[s])].push_back(s);
+    // Decoding computes each expert fused on the GEMV (gatedMlpGemv), straight into its slots' rows.
+    const bool fusable = dtype_ == at::kBFloat16 && x.scalar_type() == at::kBFloat16 && gemvProjects(1);
+    const std::vector<Work> work = split(slots, n, fusable);
     std::vector<ExpertRequest> requests;
     for (int e = 0; e < c_.numExperts; ++e)
       if (!slots[static_cast<size_t>(e)].empty()) {
         const int tokens = static_cast<int>(slots[static_cast<size_t>(e)].size());
         // Decoding computes from split planes; anything else merges them (apply) where a runtime
         // without output slots hands them over.
-        requests.push_back({e, tokens, dtype_ == at::kBFloat16 && gemvProjects(tokens), true});
+        requests.push_back({e, tokens, fusable && work[static_cast<size_t>(e)].steps.empty(), true});
       }
 
     const at::Tensor flatWeights = routing.weights.reshape({-1});
     at::Tensor contributions = at::empty({n * k, hidden}, x.options());
-    // Decoding computes each expert fused (gatedMlpGemv), straight into its slots' rows.
-    const bool fusable = dtype_ == at::kBFloat16 && x.scalar_type() == at::kBFloat16 && contributions.is_contiguous();
     const at::Tensor xc = fusable ? x.contiguous() : x;
     const at::Tensor slotWeights = fusable ? flatWeights.to(at::kFloat).contiguous() : flatWeights;
     std::vector<bool> done(static_cast<size_t>(c_.numExperts), false);
@@ -98,19 +100,24 @@ class MoeBlock : public FeedForward {
                     std::to_string(ready->tensors.size()) + " tensors (or a null one without its planes), expected 3");
       done[static_cast<size_t>(e)] = true;
       ++received;
-      auto& list = slots[static_cast<size_t>(e)];
+      const Work& mine = work[static_cast<size_t>(e)];
       const GemvWeight gate = tensorOf(*ready, 0, c_.moeIntermediateSize, hidden);
       const GemvWeight up = tensorOf(*ready, 1, c_.moeIntermediateSize, hidden);
       const GemvWeight down = tensorOf(*ready, 2, hidden, c_.moeIntermediateSize);
-      if (fusable && gemvProjects(static_cast<int64_t>(list.size()))) {
-        computeFused(xc, list, slotWeights, gate, up, down, contributions);
-        continue;
+      const std::span<const int64_t> decoding(mine.decoding);
+      for (size_t from = 0; from < decoding.size(); from += static_cast<size_t>(kGemvPassRows))
+        computeFused(xc, decoding.subspan(from, std::min(decoding.size() - from, static_cast<size_t>(kGemvPassRows))),
+                     slotWeights, gate, up, down, contributions);
+      for (const std::vector<int64_t>& list : mine.steps) {
+        // One step's rows, which its products take as they would alone (linear.h).
+        const RowSegmentsScope oneStep({static_cast<int64_t>(list.size())});
+        const at::Tensor slotIndex =
+            at::from_blob(const_cast<int64_t*>(list.data()), {static_cast<int64_t>(list.size())}, at::kLong);
+        const at::Tensor rows = x.index_select(0, at::floor_divide(slotIndex, k));
+        const at::Tensor out = apply(fp32Silu(apply(rows, gate)) * apply(rows, up), down);
+        const at::Tensor weighted = (out * flatWeights.index_select(0, slotIndex).unsqueeze(1)).to(dtype_);
+        contributions.index_copy_(0, slotIndex, weighted);
       }
-      const at::Tensor slotIndex = at::from_blob(list.data(), {static_cast<int64_t>(list.size())}, at::kLong);
-      const at::Tensor rows = x.index_select(0, at::floor_divide(slotIndex, k));
-      const at::Tensor out = apply(fp32Silu(apply(rows, gate)) * apply(rows, up), down);
-      const at::Tensor weighted = (out * flatWeights.index_select(0, slotIndex).unsqueeze(1)).to(dtype_);
-      contributions.index_copy_(0, slotIndex, weighted);
     }
     if (received != requests.size())
       throw Error("MoE layer " + std::to_string(moeLayer_) + ": the expert provider returned " +
@@ -125,6 +132,47 @@ class MoeBlock : public FeedForward {
   }
 
  private:
+  // An expert's slots by how they are computed: the slots of decoding steps (at most kMaxGemvRows
+  // of a step's tokens chose the expert), fused on the GEMV in passes of kGemvPassRows whatever the
+  // step, and every other step's slots on their own, as when that step's sequence runs alone — so
+  // a token's result does not depend on the other sequences of the batch (linear.h). Without the
+  // GEMV (fp32, the libtorch kernel) all the expert's slots are one product.
+  struct Work {
+    std::vector<int64_t> decoding;
+    std::vector<std::vector<int64_t>> steps;
+  };
+  std::vector<Work> split(const std::vector<std::vector<int64_t>>& slots, int64_t n, bool fusable) const {
+    std::vector<int32_t> stepOf(static_cast<size_t>(n));
+    int32_t step = 0;
+    size_t token = 0;
+    for (const int64_t count : rowSegments(n)) {
+      for (int64_t i = 0; i < count; ++i) stepOf[token++] = step;
+      ++step;
+    }
+    std::vector<Work> work(slots.size());
+    for (size_t e = 0; e < slots.size(); ++e) {
+      const std::vector<int64_t>& list = slots[e];
+      if (!fusable) {
+        if (!list.empty()) work[e].steps.push_back(list);
+        continue;
+      }
+      // Slots ascend with their tokens, and a step's tokens are consecutive: its slots are a run.
+      for (size_t begin = 0; begin < list.size();) {
+        const int32_t s = stepOf[static_cast<size_t>(list[begin] / c_.numExpertsPerTok)];
+        size_t end = begin + 1;
+        while (end < list.size() && stepOf[static_cast<size_t>(list[end] / c_.numExpertsPerTok)] == s) ++end;
+        if (static_cast<int64_t>(end - begin) <= kMaxGemvRows)
+          work[e].decoding.insert(work[e].decoding.end(), list.begin() + static_cast<std::ptrdiff_t>(begin),
+                                  list.begin() + static_cast<std::ptrdiff_t>(end));
+        else
+          work[e].steps.emplace_back(list.begin() + static_cast<std::ptrdiff_t>(begin),
+                                     list.begin() + static_cast<std::ptrdiff_t>(end));
+        begin = end;
+      }
+    }
+    return work;
+  }
+
   // The override's experts, checked, weighed by the router.
   Routing forcedRouting(const at::Tensor& x) const {
     const int64_t n = x.size(0);
@@ -147,7 +195,7 @@ class MoeBlock : public FeedForward {
   // One expert's contribution to its slots at decoding, fused (gatedMlpGemv): its tokens' rows of x
   // gathered, each slot's output scaled by its routing weight and written to its row of
   // `contributions` — the same values as the unfused path's products, silu, scaling and index_copy_.
-  void computeFused(const at::Tensor& x, const std::vector<int64_t>& list, const at::Tensor& slotWeights,
+  void computeFused(const at::Tensor& x, std::span<const int64_t> list, const at::Tensor& slotWeights,
                     const GemvWeight& gate, const GemvWeight& up, const GemvWeight& down,
                     at::Tensor& contributions) const {
     const int64_t hidden = c_.hiddenSize, k = c_.numExpertsPerTok;
@@ -156,8 +204,8 @@ class MoeBlock : public FeedForward {
     const float* weights = slotWeights.data_ptr<float>();
     thread_local std::vector<uint16_t> rows;
     rows.resize(list.size() * static_cast<size_t>(hidden));
-    std::array<float, kMaxGemvRows> scale{};
-    std::array<uint16_t*, kMaxGemvRows> out{};
+    std::array<float, kGemvPassRows> scale{};
+    std::array<uint16_t*, kGemvPassRows> out{};
     for (size_t i = 0; i < list.size(); ++i) {
       std::memcpy(rows.data() + i * static_cast<size_t>(hidden), xs + list[i] / k * hidden,
                   static_cast<size_t>(hidden) * sizeof(uint16_t));

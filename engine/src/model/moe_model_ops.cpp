@@ -9,7 +9,8 @@ namespace zipmoe {
 
 std::optional<at::Tensor> rmsNormRows(const at::Tensor& x, const at::Tensor& weight, double eps) {
   if (x.scalar_type() != at::kBFloat16 || weight.scalar_type() != at::kBFloat16 || x.dim() < 1 ||
-      weight.dim() != 1 || x.size(-1) != weight.size(0) || x.size(-1) == 0 || x.numel() > kMaxNormElements)
+      weight.dim() != 1 || x.size(-1) != weight.size(0) || x.size(-1) == 0 ||
+      (x.numel() > kMaxNormElements && !(x.dim() > 1 && decodingRows(x.size(0)))))
     return std::nullopt;
   const int64_t d = x.size(-1), rows = x.numel() / d;
   // A row-strided matrix (a narrowed projection, say) is read in place; anything else made contiguous.
