@@ -67,6 +67,14 @@ struct GenerationRequest {
   // pool every HTTP client shares; ChatSession: its own, ServeScheduler::newCacheOwner()).
   uint64_t cacheOwner = 0;
   std::optional<ContextOverflow> contextOverflow;  // unset: the scheduler's (ServeOptions)
+  // The prompt as token ids of the model's vocabulary, used as they are: no chat template, no
+  // encoding (messages and prompt are not read). Benchmarks send synthetic ids this way; a client
+  // that tokenizes itself could too. An empty list or an id outside the vocabulary is refused
+  // (400 naming prompt_ids).
+  std::optional<std::vector<int32_t>> promptIds;
+  // Generate exactly maxTokens (or up to the context window): neither the model's EOS token nor a
+  // stop string ends the reply (llama.cpp's ignore_eos). The EOS token is then an ordinary token.
+  bool ignoreEos = false;
 };
 
 struct RequestLimits {
