@@ -396,6 +396,9 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
     prefetch.oracleAccuracy = system.oracleAccuracy >= 0 ? system.oracleAccuracy : kMeasuredPrefetchRecall;
   }
   d.model->setPrefetch(prefetch);
+  // The warm start is the Engine's (EngineOptions::warmStart): the same ExpertRuntime::warmUp. The
+  // Engine runs it on a thread of its own beside the first requests; here it is awaited before the
+  // core takes the first one, so that the wait is not part of TTFT and every system starts full.
   if (settings.warmStart) {
     const WarmUpResult warm = rt->warmUp();
     result.warmStartMs = warm.seconds * 1e3;
