@@ -7,8 +7,8 @@
 // an array of {"type": "text"} parts), prompt (a string, or an array of exactly one string),
 // max_tokens / max_completion_tokens, temperature (0–2; 0 = greedy), top_p, seed, stop (a string or
 // up to 4), n (only 1), stream, stream_options.include_usage, user (ignored); beyond OpenAI, as
-// llama.cpp's server: top_k, min_p, repetition_penalty. Refused when set to anything but their
-// neutral value: presence_penalty, frequency_penalty (non-zero), logit_bias, logprobs, top_logprobs,
+// llama.cpp's server: top_k, min_p, repetition_penalty, ignore_eos. Refused when set to anything but
+// their neutral value: presence_penalty, frequency_penalty (non-zero), logit_bias, logprobs, top_logprobs,
 // tools, tool_choice, functions, function_call, response_format other than text, n > 1, echo,
 // best_of, suffix. Unknown fields are ignored (as llama.cpp does). Docs: docs/SERVER.md.
 // Thread-safety: pure functions. Cost: O(body size).
