@@ -129,7 +129,9 @@ bool ServeScheduler::Loop::runStep() {
   std::vector<Live*> members;
   int tokens = 0;
   // separatePrefill: while a request is prefilling, a forward holds its chunk alone.
-  const bool prefillAlone = options.separatePrefill && count(Live::State::Prefilling) > 0;
+  const bool prefillAlone =
+      options.separatePrefill &&
+      std::any_of(live.begin(), live.end(), [](const auto& r) { return r->state == Live::State::Prefilling && !r->done; });
   for (const auto& r : live)
     if (!prefillAlone && r->state == Live::State::Decoding && !r->done && !held(*r)) {
       steps.push_back({r->seq, {r->next}});
