@@ -32,8 +32,10 @@
 #include "zipmoe/error.h"
 #include "zipmoe/expert_node.h"
 #include "zipmoe/model.h"
+#include "zipmoe/serve_scheduler.h"
 #include "zipmoe/store.h"
 #include "zipmoe/synthetic_model.h"
+#include "zipmoe/tokenizer.h"
 
 extern char** environ;
 
@@ -205,6 +207,9 @@ class Configuration {
                 std::shared_ptr<ExpertProvider> resident, const ExpertPlacement* placement,
                 const std::vector<std::string>& addresses, const std::string& token, std::chrono::microseconds latency)
       : trace_(std::move(trace)) {
+    if (!std::filesystem::exists(store / "tokenizer.json"))
+      throw Error(store.string() + " has no tokenizer.json (the generation core decodes the replies with it)");
+    tokenizer_ = Tokenizer::fromFile(store / "tokenizer.json");
     for (int n = 0; n < (placement ? kNodes : 1); ++n) {
       Origin o;
       ModelOptions mo;
@@ -239,23 +244,49 @@ class Configuration {
   }
 
   // Prompt p (negative: an unmeasured warm-up) from origin p mod 3: 16 prompt tokens, then `tokens`
-  // greedy decode steps, measured.
+  // greedy decode forwards, measured — served by the generation core (ServeScheduler) on the origin's
+  // model, as `zipmoe generate` serves a prompt; the decode time is the sum of the core's forwards.
   void run(int p, int tokens) {
     Origin& o = origins_[static_cast<size_t>((p + kNodes) % kNodes) % origins_.size()];
-    o.routing->setPrompt((p + trace_->numPrompts()) % trace_->numPrompts());
+    o.routing->setPrompt((p + trace_->numPrompts()) % trace_->numPrompts());  // before the core runs the model
     MoeModel& model = *o.model;
-    const auto seq = model.addSequence();
     std::vector<int32_t> prompt;
     for (int i = 0; i < 16; ++i) prompt.push_back(static_cast<int32_t>((31 * i + 7 * (p + kNodes) + 3) % model.config().vocabSize));
-    std::vector<float> logits = model.forward({{seq, prompt}})[0];
-    const DistributedStats before = o.experts ? o.experts->stats() : DistributedStats{};
-    const auto start = Clock::now();
-    for (int t = 0; t < tokens; ++t) {
-      const auto next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      logits = model.forward({{seq, {next}}})[0];
+    GenerationRequest request;
+    request.endpoint = Endpoint::Completions;
+    request.promptIds = std::move(prompt);
+    request.ignoreEos = true;
+    request.sampling.temperature = 0;
+    request.sampling.maxTokens = tokens + 1;  // the prefill's token, then one per decode forward
+    request.maxTokensGiven = true;
+    DistributedStats before;
+    double seconds = 0;
+    int decodes = 0;
+    ServeOptions options = ServeOptions::interactive();
+    options.cachedSequences = 0;
+    options.onStep = [&](const StepReport& rep) {  // on the core's thread; read after it has stopped
+      if (!rep.members.empty() && rep.members.front().prefill) {
+        if (o.experts) before = o.experts->stats();
+        return;
+      }
+      seconds += rep.forwardMs / 1e3;
+      ++decodes;
+    };
+    std::string failure;
+    {
+      ServeScheduler core(model, *tokenizer_, nullptr, nullptr, options);
+      const auto ticket = core.submit(std::move(request));
+      std::vector<RequestTicket::Event> events;
+      while (ticket->wait(events, std::chrono::milliseconds(1000))) {
+      }
+      for (const auto& e : events)
+        if (e.kind == RequestTicket::Event::Kind::Failed) failure = e.error ? e.error->message() : "failed";
+      core.stop();
     }
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    model.removeSequence(seq);
+    if (!failure.empty()) throw Error("bench dist: prompt " + std::to_string(p) + ": " + failure);
+    if (decodes != tokens)
+      throw Error("bench dist: prompt " + std::to_string(p) + " ran " + std::to_string(decodes) + " decode forwards, not " +
+                  std::to_string(tokens));
     if (p < 0) return;
     measured_.decodeSeconds += seconds;
     measured_.tokens += static_cast<uint64_t>(tokens);
@@ -277,6 +308,7 @@ class Configuration {
     std::unique_ptr<MoeModel> model;
   };
   std::shared_ptr<const ActivationTrace> trace_;
+  std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<Origin> origins_;
   PlacementRun measured_;
 };

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include <fcntl.h>
@@ -20,7 +22,10 @@
 #include "zipmoe/error.h"
 #include "zipmoe/file_priming.h"
 #include "zipmoe/model_family.h"
+#include "zipmoe/request_routing.h"
+#include "zipmoe/serve_scheduler.h"
 #include "zipmoe/synthetic_model.h"
+#include "zipmoe/tokenizer.h"
 #include "zipmoe/trace_events.h"
 
 namespace zipmoe::cli {
@@ -85,49 +90,6 @@ class SwitchableExperts : public ExpertProvider {
   bool recording_ = false;
   std::vector<double>* ratios_ = nullptr;
   RuntimeStats last_{};
-};
-
-// Replays one trace prompt per request of a batch: the tokens of a forward come in step order, so
-// the router hands each request's share of them to that request's own TraceRouting.
-class BatchTraceRouting : public RoutingOverride {
- public:
-  BatchTraceRouting(std::shared_ptr<const ActivationTrace> trace, int layers, int experts, int k)
-      : trace_(std::move(trace)), layers_(layers), experts_(experts), k_(k) {}
-  void setRequests(const std::vector<int>& prompts, double continuation = 0) {
-    routers_.clear();
-    for (size_t r = 0; r < prompts.size(); ++r) {
-      // Each request its own seed: two requests replaying the same prompt still differ in detail.
-      routers_.push_back(std::make_unique<TraceRouting>(trace_, layers_, experts_, k_, 1 + r));
-      routers_.back()->setContinuation(continuation);
-      routers_.back()->setPrompt(prompts[r]);
-    }
-  }
-  void setSegments(std::vector<int64_t> tokensPerRequest) { segments_ = std::move(tokensPerRequest); }
-  void choose(int moeLayer, int64_t tokens, int k, std::span<int64_t> out) override {
-    int64_t offset = 0;
-    for (size_t r = 0; r < segments_.size(); ++r) {
-      if (segments_[r] == 0) continue;
-      routers_[r]->choose(moeLayer, segments_[r], k, out.subspan(static_cast<size_t>(offset * k), static_cast<size_t>(segments_[r] * k)));
-      offset += segments_[r];
-    }
-    if (offset != tokens)
-      throw Error("bench: the batch router was told " + std::to_string(offset) + " tokens, the model sent " + std::to_string(tokens));
-  }
-  bool peek(int moeLayer, int64_t tokens, int k, std::span<int64_t> out) override {
-    int64_t offset = 0;
-    for (size_t r = 0; r < routers_.size(); ++r) {
-      if (segments_[r] == 0) continue;
-      routers_[r]->peek(moeLayer, segments_[r], k, out.subspan(static_cast<size_t>(offset * k), static_cast<size_t>(segments_[r] * k)));
-      offset += segments_[r];
-    }
-    return offset == tokens;
-  }
-
- private:
-  std::shared_ptr<const ActivationTrace> trace_;
-  int layers_, experts_, k_;
-  std::vector<std::unique_ptr<TraceRouting>> routers_;
-  std::vector<int64_t> segments_;
 };
 
 }  // namespace
@@ -255,9 +217,10 @@ BenchSystem parseBenchSystem(const std::string& text, const RuntimeOptions& base
 struct BenchWorkload::Impl {
   std::shared_ptr<const Store> store;
   std::shared_ptr<SwitchableExperts> experts;
-  std::shared_ptr<BatchTraceRouting> routing;  // null: the model's router
+  std::shared_ptr<RequestTraceRouting> routing;  // null: the model's router
   std::shared_ptr<const ActivationTrace> trace;
   std::unique_ptr<MoeModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;  // the generation core decodes the replies' text with it
 };
 
 BenchWorkload::~BenchWorkload() = default;
@@ -312,11 +275,19 @@ std::unique_ptr<BenchWorkload> BenchWorkload::open(const WorkloadSpec& spec) {
   mo.experts = d.experts;
   if (!spec.traceFile.empty()) {
     d.trace = ActivationTrace::load(spec.traceFile);
-    d.routing = std::make_shared<BatchTraceRouting>(d.trace, m.numLayers(), m.numExperts,
-                                                    static_cast<int>(m.config->value("num_experts_per_tok", 1)));
-    d.routing->setRequests({0});
+    // Each request its own seed (1 + its place in the run): two requests replaying the same prompt
+    // still differ in detail.
+    d.routing = std::make_shared<RequestTraceRouting>(d.trace, m.numLayers(), m.numExperts,
+                                                      static_cast<int>(m.config->value("num_experts_per_tok", 1)), 1);
     mo.routing = d.routing;
   }
+  // The generation core streams text: the store's tokenizer (the converter copies it), else the checkpoint's.
+  std::filesystem::path tokenizerJson = spec.store / "tokenizer.json";
+  if (!std::filesystem::exists(tokenizerJson)) tokenizerJson = spec.hf / "tokenizer.json";
+  if (!std::filesystem::exists(tokenizerJson))
+    throw Error("bench: neither " + spec.store.string() + " nor " + spec.hf.string() +
+                " has a tokenizer.json (the generation core decodes the replies with it)");
+  d.tokenizer = Tokenizer::fromFile(tokenizerJson);
   std::fprintf(stderr, "bench: loading the dense weights of %s…\n", spec.store.string().c_str());
   const auto t0 = Clock::now();
   d.model = MoeModel::load(spec.store, mo);
@@ -400,7 +371,7 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
       ~Unplug() { experts.setResident(nullptr); }
     } unplug{*d.experts};
     d.model->setPrefetch({});
-    decodeRounds(settings, result, [] {});
+    decodeRounds(settings, result, nullptr, [] {});
     return result;
   }
   RuntimeOptions o = system.options;
@@ -425,6 +396,9 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
     prefetch.oracleAccuracy = system.oracleAccuracy >= 0 ? system.oracleAccuracy : kMeasuredPrefetchRecall;
   }
   d.model->setPrefetch(prefetch);
+  // The warm start is the Engine's (EngineOptions::warmStart): the same ExpertRuntime::warmUp. The
+  // Engine runs it on a thread of its own beside the first requests; here it is awaited before the
+  // core takes the first one, so that the wait is not part of TTFT and every system starts full.
   if (settings.warmStart) {
     const WarmUpResult warm = rt->warmUp();
     result.warmStartMs = warm.seconds * 1e3;
@@ -433,7 +407,7 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
     result.warmStartPrepared = warm.prepared;
   }
   RuntimeStats atWarm = rt->stats();
-  decodeRounds(settings, result, [&] {
+  decodeRounds(settings, result, rt.get(), [&] {
     atWarm = rt->stats();
     if (settings.recordLayers) d.experts->record(&result.layerRatios);
     if (!settings.traceDir.empty()) {
@@ -498,73 +472,118 @@ RunResult BenchWorkload::run(const BenchSystem& system, uint64_t budgetBytes, co
   return result;
 }
 
-void BenchWorkload::decodeRounds(const RunSettings& settings, RunResult& result, const std::function<void()>& atWarmUp) {
+void BenchWorkload::decodeRounds(const RunSettings& settings, RunResult& result, ExpertRuntime* runtime,
+                                 const std::function<void()>& atWarmUp) {
   Impl& d = *impl_;
-  // Rounds: with a batch of one, every prompt is a request of its own, one after the other on the
-  // same runtime (its cache carries over, as in a chat); with a batch of B, one round of B requests
-  // decoded together, request r replaying prompt r mod |prompts|.
+  // Requests, served by the generation core (ServeScheduler) as `zipmoe generate` and `serve` are:
+  // with a batch of one, every prompt is a request of its own, submitted once the one before has
+  // finished, on the same runtime (its cache carries over, as in a chat); with a batch of B, B
+  // requests submitted together, request r replaying prompt r mod |prompts|. Each prompt is
+  // prefilled in a forward of its own (separatePrefill); then `tokens` decode forwards follow, each
+  // with one token of every request of the round: greedy, to exactly that length (ignoreEos).
   const int batch = std::max(1, settings.batch);
-  std::vector<std::vector<int>> rounds;
-  if (batch == 1) {
-    for (int p : settings.prompts) rounds.push_back({p});
-  } else {
-    rounds.emplace_back();
-    for (int r = 0; r < batch; ++r) rounds.back().push_back(settings.prompts[static_cast<size_t>(r) % settings.prompts.size()]);
-  }
+  const size_t requests = batch == 1 ? settings.prompts.size() : static_cast<size_t>(batch);
   const int64_t vocab = d.model->config().vocabSize;
-  auto argmax = [](const std::vector<float>& l) {
-    return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+  const auto request = [&](size_t n) {
+    const int64_t prompt = settings.prompts[n % settings.prompts.size()];
+    const int64_t place = batch == 1 ? 0 : static_cast<int64_t>(n);  // in its round
+    std::vector<int32_t> ids;
+    for (int i = 0; i < settings.promptTokens; ++i)
+      ids.push_back(static_cast<int32_t>((1009 * (i + 1) + 7919 * prompt + 31 * place) % vocab));
+    GenerationRequest g;
+    g.endpoint = Endpoint::Completions;
+    g.promptIds = std::move(ids);
+    g.ignoreEos = true;
+    g.sampling.temperature = 0;
+    g.sampling.maxTokens = settings.tokens + 1;  // the prefill's token, then one per decode forward
+    g.maxTokensGiven = true;
+    return g;
   };
-  double decodeSeconds = 0, prefillSum = 0, weightBytes = 0;
-  int decodeSteps = 0, requests = 0;
-  for (size_t round = 0; round < rounds.size(); ++round) {
-    const std::vector<int>& prompts = rounds[round];
-    if (d.routing) d.routing->setRequests(prompts, settings.traceContinuation);
-    std::vector<MoeModel::SequenceId> seqs;
-    std::vector<int32_t> next(prompts.size());
-    std::vector<double> prefill(prompts.size());
-    for (size_t r = 0; r < prompts.size(); ++r) {
-      seqs.push_back(d.model->addSequence());
-      std::vector<int32_t> ids;
-      for (int i = 0; i < settings.promptTokens; ++i)
-        ids.push_back(static_cast<int32_t>((1009 * (i + 1) + 7919 * static_cast<int64_t>(prompts[r]) + 31 * static_cast<int64_t>(r)) % vocab));
-      if (d.routing) {
-        std::vector<int64_t> seg(prompts.size(), 0);
-        seg[r] = settings.promptTokens;
-        d.routing->setSegments(seg);
+  if (d.routing) d.routing->setPlan({settings.prompts, settings.traceContinuation});
+
+  // What the core's step reports add up to. Written on the engine thread only; read once the
+  // scheduler has stopped (its thread joined).
+  struct Row {
+    double prefillSeconds = 0, decodeSeconds = 0;
+    std::vector<double> latencyMs;  // prefill + n+1 decode forwards
+  };
+  std::map<uint64_t, Row> rows;  // by request id: submission order
+  std::set<uint64_t> firstRound;
+  double decodeSeconds = 0, weightBytes = 0;
+  int decodeSteps = 0, firstRoundDecodes = 0;
+  bool warmedUp = false;
+  std::string broken;  // a forward that did not have the shape the measurement assumes
+  ServeOptions o = ServeOptions::interactive();
+  o.maxBatch = batch;
+  o.maxQueued = std::max<int>(o.maxQueued, static_cast<int>(requests));
+  o.cachedSequences = 0;
+  o.separatePrefill = true;
+  o.routing = d.routing;
+  o.onStep = [&](const StepReport& rep) {
+    const double s = rep.forwardMs / 1e3;
+    int step = -1;  // the decode forward's index in its round
+    bool prefill = false, inFirstRound = false;
+    for (const StepReport::Member& m : rep.members) {
+      Row& row = rows[m.request];
+      if (m.prefill) {
+        prefill = true;
+        row.prefillSeconds += s;
+        if (firstRound.size() < static_cast<size_t>(batch)) firstRound.insert(m.request);
+        continue;
       }
-      const auto t0 = Clock::now();
-      const auto logits = d.model->forward({{seqs.back(), ids}});
-      prefill[r] = since(t0);
-      prefillSum += prefill[r];
-      next[r] = argmax(logits[0]);
+      inFirstRound = inFirstRound || firstRound.count(m.request) > 0;
+      row.decodeSeconds += s;
+      const int n = static_cast<int>(row.latencyMs.size());
+      if (step >= 0 && n != step) broken = "the requests of a round decoded out of step";
+      step = n;
+      row.latencyMs.push_back((row.prefillSeconds + row.decodeSeconds) * 1e3);
     }
-    if (d.routing) d.routing->setSegments(std::vector<int64_t>(prompts.size(), 1));
-    const size_t firstRow = result.latencyMs.size();
-    result.latencyMs.resize(firstRow + prompts.size());
-    double elapsed = 0;
-    for (int step = 0; step < settings.tokens; ++step) {
-      if (round == 0 && step == settings.warmup) atWarmUp();
-      std::vector<MoeModel::Step> steps;
-      for (size_t r = 0; r < prompts.size(); ++r) steps.push_back({seqs[r], {next[r]}});
-      const auto t0 = Clock::now();
-      const auto logits = d.model->forward(steps);
-      const double s = since(t0);
-      elapsed += s;
-      for (size_t r = 0; r < prompts.size(); ++r) {
-        next[r] = argmax(logits[r]);
-        result.latencyMs[firstRow + r].push_back((prefill[r] + elapsed) * 1e3);
-      }
-      if (step >= settings.warmup) {
-        decodeSeconds += s;
-        weightBytes += static_cast<double>(d.model->lastForwardWeightBytes());
-        ++decodeSteps;
-      }
+    if (prefill && (step >= 0 || rep.members.size() > 1)) broken = "a prefill shared its forward";
+    if (step >= settings.warmup) {
+      decodeSeconds += s;
+      weightBytes += static_cast<double>(rep.weightBytes);
+      ++decodeSteps;
     }
-    for (auto seq : seqs) d.model->removeSequence(seq);
-    requests += static_cast<int>(prompts.size());
+    if (inFirstRound) ++firstRoundDecodes;
+    // Before the first round's decode forward number `warmup`.
+    if (!warmedUp && settings.warmup < settings.tokens && firstRound.size() == static_cast<size_t>(batch) &&
+        firstRoundDecodes == settings.warmup) {
+      warmedUp = true;
+      atWarmUp();
+    }
+  };
+  std::vector<std::string> failures;
+  {
+    ServeScheduler scheduler(*d.model, *d.tokenizer, nullptr, runtime, o);
+    const auto await = [&failures](const std::shared_ptr<RequestTicket>& ticket) {
+      std::vector<RequestTicket::Event> events;
+      while (ticket->wait(events, std::chrono::milliseconds(1000))) {
+      }
+      for (const auto& e : events)
+        if (e.kind == RequestTicket::Event::Kind::Failed)
+          failures.push_back("request " + std::to_string(ticket->id()) + ": " + (e.error ? e.error->message() : "failed"));
+    };
+    if (batch == 1) {
+      for (size_t n = 0; n < requests; ++n) await(scheduler.submit(request(n)));
+    } else {
+      std::vector<GenerationRequest> round;
+      for (size_t n = 0; n < requests; ++n) round.push_back(request(n));
+      for (const auto& ticket : scheduler.submitAll(std::move(round))) await(ticket);
+    }
+    scheduler.stop();
   }
-  result.ttftMs = prefillSum / std::max(1, requests) * 1e3;
+  if (!failures.empty()) throw Error("bench: the generation core failed " + failures.front());
+  if (!broken.empty()) throw Error("bench: " + broken + " (the measurement assumes prefills alone, then lockstep decoding)");
+  double prefillSum = 0;
+  for (auto& [id, row] : rows) {
+    if (static_cast<int>(row.latencyMs.size()) != settings.tokens)
+      throw Error("bench: request " + std::to_string(id) + " ran " + std::to_string(row.latencyMs.size()) +
+                  " decode forwards, not " + std::to_string(settings.tokens) + " (the context window is " +
+                  std::to_string(d.model->config().maxPositionEmbeddings) + " tokens)");
+    prefillSum += row.prefillSeconds;
+    result.latencyMs.push_back(std::move(row.latencyMs));
+  }
+  result.ttftMs = prefillSum / static_cast<double>(std::max<size_t>(1, rows.size())) * 1e3;
   result.tpotMs = decodeSteps ? decodeSeconds / decodeSteps * 1e3 : 0;
   result.throughput = decodeSeconds > 0 ? static_cast<double>(batch) * decodeSteps / decodeSeconds : 0;
   result.weightBytesPerStep = decodeSteps ? weightBytes / decodeSteps : 0;

@@ -6,7 +6,8 @@
 // BenchWorkload::open prepares the store (generating a checkpoint of a preset's shapes and
 // converting it when asked), loads or measures the cost profile, and loads the model once. run()
 // generates greedy continuations of synthetic prompts for a batch of requests (each request
-// replays its own trace prompt), and reports TTFT (prefill), TPOT (decode steps after a warm-up),
+// replays its own trace prompt) through the product's generation core (ServeScheduler: what
+// `zipmoe generate`, the app and `zipmoe serve` run), and reports TTFT (prefill), TPOT (decode steps after a warm-up),
 // throughput, per-request end-to-end latency at every output length, the runtime's hit rates and
 // bytes, and each MoE layer's measured makespan against its lower bound (Lemma B.3).
 // Thread-safety: one thread. Cost: the model's.
@@ -168,9 +169,12 @@ class BenchWorkload {
 
  private:
   BenchWorkload() = default;
-  // Prefills and decodes the rounds `settings` describe with whatever the model's experts are now;
-  // calls atWarmUp once, at the first measured decode step of the first round.
-  void decodeRounds(const RunSettings& settings, RunResult& result, const std::function<void()>& atWarmUp);
+  // Serves the requests `settings` describe through a generation core (ServeScheduler) of its own on
+  // the model, with whatever its experts are now (`runtime`: the plugged-in runtime, null for the
+  // resident reference), and computes the timings from the core's step reports; calls atWarmUp once,
+  // on the engine thread, before the first measured decode forward of the first round.
+  void decodeRounds(const RunSettings& settings, RunResult& result, ExpertRuntime* runtime,
+                    const std::function<void()>& atWarmUp);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   WorkloadSpec spec_;

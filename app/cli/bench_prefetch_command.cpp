@@ -6,7 +6,9 @@
 // time (teacher forcing: the next token is the text's, not the model's) once per predictor, and the
 // model scores every prediction against the experts the layer then asked for: exact (the predicted
 // set is the requested set) and recall@k, per layer. All experts are resident: accuracy does not
-// depend on the runtime.
+// depend on the runtime. It drives MoeModel::forward itself, not the generation core
+// (ServeScheduler), because it generates nothing: every next token is the text's, which the core,
+// which samples its own, has no mode for.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>

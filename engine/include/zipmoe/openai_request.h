@@ -7,8 +7,8 @@
 // an array of {"type": "text"} parts), prompt (a string, or an array of exactly one string),
 // max_tokens / max_completion_tokens, temperature (0–2; 0 = greedy), top_p, seed, stop (a string or
 // up to 4), n (only 1), stream, stream_options.include_usage, user (ignored); beyond OpenAI, as
-// llama.cpp's server: top_k, min_p, repetition_penalty. Refused when set to anything but their
-// neutral value: presence_penalty, frequency_penalty (non-zero), logit_bias, logprobs, top_logprobs,
+// llama.cpp's server: top_k, min_p, repetition_penalty, ignore_eos. Refused when set to anything but
+// their neutral value: presence_penalty, frequency_penalty (non-zero), logit_bias, logprobs, top_logprobs,
 // tools, tool_choice, functions, function_call, response_format other than text, n > 1, echo,
 // best_of, suffix. Unknown fields are ignored (as llama.cpp does). Docs: docs/SERVER.md.
 // Thread-safety: pure functions. Cost: O(body size).
@@ -67,6 +67,14 @@ struct GenerationRequest {
   // pool every HTTP client shares; ChatSession: its own, ServeScheduler::newCacheOwner()).
   uint64_t cacheOwner = 0;
   std::optional<ContextOverflow> contextOverflow;  // unset: the scheduler's (ServeOptions)
+  // The prompt as token ids of the model's vocabulary, used as they are: no chat template, no
+  // encoding (messages and prompt are not read). Benchmarks send synthetic ids this way; a client
+  // that tokenizes itself could too. An empty list or an id outside the vocabulary is refused
+  // (400 naming prompt_ids).
+  std::optional<std::vector<int32_t>> promptIds;
+  // Generate exactly maxTokens (or up to the context window): neither the model's EOS token nor a
+  // stop string ends the reply (llama.cpp's ignore_eos). The EOS token is then an ordinary token.
+  bool ignoreEos = false;
 };
 
 struct RequestLimits {

@@ -12,6 +12,9 @@
 // its own TraceRouting (zipmoe/activation_trace.h) seeded with seed + n: each request draws the
 // experts of its own prompt, with the skew and per-prompt variation of a real model, so that
 // schedules which group requests by expert usage (CoServe) see real differences between requests.
+// A replay plan (setPlan) names the prompts instead — the n-th request seen since the plan replays
+// prompts[n mod their count], seeded seed + n — and the Pólya-urn continuation τ of every request's
+// TraceRouting (setContinuation): the bench harness replays its prompt list this way.
 // It is a benchmark instrument: `zipmoe serve --replay-trace TSV --per-request` installs it; the
 // OpenAI request path never names a prompt.
 // Thread-safety: used only by the thread that drives the model (the scheduler's engine thread).
@@ -47,6 +50,17 @@ class RequestTraceRouting : public RequestRouting {
   // constructor does, or when the trace has no prompt.
   RequestTraceRouting(std::shared_ptr<const ActivationTrace> trace, int moeLayers, int experts, int k, uint64_t seed);
 
+  // What the requests seen from now on replay.
+  struct Plan {
+    std::vector<int> prompts;  // the n-th request: prompts[n mod size]; empty: trace prompt n mod the trace's prompts
+    double continuation = 0;   // TraceRouting::setContinuation of each request's router (0: the counts again)
+  };
+  // Restarts the count: the next request seen is the 0th (seed + 0) and replays the plan's first
+  // prompt. Requests seen before keep their routers. REQUIRES: no forward in flight (call it while
+  // no scheduler drives the model). Throws zipmoe::Error naming a prompt outside the trace or a
+  // continuation out of range (0 to 1e6), leaving the previous plan.
+  void setPlan(Plan plan);
+
   void setSegments(std::vector<Segment> segments) override;
   void release(uint64_t request) override;
   // Throws zipmoe::Error when the segments' tokens differ from `tokens`.
@@ -65,7 +79,9 @@ class RequestTraceRouting : public RequestRouting {
   std::shared_ptr<const ActivationTrace> trace_;
   int moeLayers_, experts_, k_;
   uint64_t seed_;
-  uint64_t seen_ = 0;
+  uint64_t seen_ = 0;     // requests seen in all
+  uint64_t planned_ = 0;  // requests seen since the plan was set
+  Plan plan_;
   std::map<uint64_t, std::unique_ptr<TraceRouting>> routers_;
   std::vector<Segment> segments_;
 };

@@ -110,9 +110,18 @@ class RequestTicket {
 
 // What the engine thread observed in one forward step (ServeOptions::onStep).
 struct StepReport {
+  // One request's part of the forward.
+  struct Member {
+    uint64_t request = 0;  // RequestTicket::id
+    int tokens = 0;        // its tokens in the forward: 1 when decoding, else a prefill chunk
+    bool prefill = false;  // a chunk of its prompt (false: one decode token)
+  };
   uint64_t step = 0;
   int running = 0, prefilling = 0, parked = 0, waiting = 0;
   int tokens = 0;                 // tokens of this forward
+  std::vector<Member> members;    // the forward's requests, in step order (their tokens add up to `tokens`)
+  double forwardMs = 0;           // MoeModel::forward's wall time, as the engine thread measured it
+  uint64_t weightBytes = 0;       // MoeModel::lastForwardWeightBytes() of this forward
   uint64_t totalBudgetBytes = 0;  // 0 = no budget
   uint64_t expertBudgetBytes = 0, expertHeldBytes = 0;  // the runtime's (0 without one)
   uint64_t kvCapacityBytes = 0;   // MoeModel::kvCacheBytes() after the step
@@ -156,6 +165,12 @@ struct ServeOptions {
   // A conversation that outgrows the context window (zipmoe/conversation.h): its oldest turns are
   // left out (usage says how many), or the request is refused with 400 context_length_exceeded.
   ContextOverflow contextOverflow = ContextOverflow::DropOldest;
+  // A forward that holds a prefill chunk holds nothing else: one request's chunk, no decode tokens;
+  // while an admitted request is prefilling, the decoding ones wait (vLLM's scheduler before
+  // chunked prefill). Each prompt's prefill then runs alone, which is what benchmarks time as
+  // TTFT, and requests submitted together (submitAll) start decoding in the same forward. Off: a
+  // forward mixes the batch's decode tokens with prefill chunks of several requests.
+  bool separatePrefill = false;
   // Benchmarks: the model's routing override when it routes each request on its own (the same
   // object as the model's ModelOptions::routing): told before each forward which request each step
   // belongs to, and when a request ends. Null: the model routes as it was loaded to.
@@ -180,6 +195,10 @@ class ServeScheduler {
   // ApiError 503 when stopped or the queue is full. Errors found later (a conversation too long for
   // the context, a failed forward) arrive as the ticket's Failed event.
   std::shared_ptr<RequestTicket> submit(GenerationRequest request, bool paused = false);
+  // Queues `requests` at once: the engine thread takes them in the same iteration, in this order
+  // (admitted together when maxBatch leaves room), and their tickets' ids follow the same order.
+  // Throws as submit() does, then queueing none of them.
+  std::vector<std::shared_ptr<RequestTicket>> submitAll(std::vector<GenerationRequest> requests);
   // Frees the cached sequences of `cacheOwner` (GenerationRequest::cacheOwner) at the next step
   // boundary: a conversation that has ended (ChatSession's destructor). From any thread.
   void forget(uint64_t cacheOwner);
@@ -195,6 +214,7 @@ class ServeScheduler {
   struct Loop;    // the engine thread's state (serve_scheduler.cpp)
   struct Shared;  // the inbox, its lock and condition variable, the published counters
   void run();
+  std::vector<std::shared_ptr<RequestTicket>> enqueue(std::vector<GenerationRequest> requests, bool paused);
 
   ServeOptions options_;
   std::shared_ptr<Shared> shared_;

@@ -268,6 +268,11 @@ GenerationRequest parseGenerationRequest(Endpoint endpoint, std::string_view bod
     r.sampling.seed = static_cast<uint64_t>(
         integer(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
   parseStop(body, limits, r);
+  if (present(body, "ignore_eos")) {  // llama.cpp's server: generate max_tokens whatever the model says
+    const json& v = body.at("ignore_eos");
+    if (!v.is_boolean()) throw wrongType("ignore_eos", "a boolean", v);
+    r.ignoreEos = v.get<bool>();
+  }
   if (present(body, "stream")) {
     const json& s = body.at("stream");
     if (!s.is_boolean()) throw wrongType("stream", "a boolean", s);

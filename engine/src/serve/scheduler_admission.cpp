@@ -108,7 +108,18 @@ ServeScheduler::Loop::Admit ServeScheduler::Loop::admit(serve::Waiting& w) {
     return Admit::Failed;
   }
   try {
-    if (chat) {
+    if (w.request.promptIds) {
+      prompt = *w.request.promptIds;
+      const int32_t vocab = static_cast<int32_t>(model.config().vocabSize);
+      for (size_t i = 0; i < prompt.size(); ++i)
+        if (prompt[i] < 0 || prompt[i] >= vocab) {
+          w.ticket->fail(invalidField("prompt_ids", "prompt_ids[" + std::to_string(i) + "] = " + std::to_string(prompt[i]) +
+                                                        " is outside the model's vocabulary (0 to " +
+                                                        std::to_string(vocab - 1) + ")."));
+          return Admit::Failed;
+        }
+      field = "prompt_ids";
+    } else if (chat) {
       const ContextFit fit{context, replyReserve(w.request.sampling.maxTokens, context),
                            w.request.contextOverflow.value_or(options.contextOverflow)};
       RenderedConversation r = renderConversation(tokenizer, w.request.useChatTemplate ? chatTemplate : nullptr,
@@ -117,6 +128,8 @@ ServeScheduler::Loop::Admit ServeScheduler::Loop::admit(serve::Waiting& w) {
       dropped = r.droppedMessages;
     } else {
       prompt = tokenizer.encode(w.request.prompt, true);
+    }
+    if (!chat || w.request.promptIds) {
       if (static_cast<int64_t>(prompt.size()) >= context) {
         w.ticket->fail(ApiError(400, "invalid_request_error",
                                 "This model's maximum context length is " + std::to_string(context) +
@@ -174,7 +187,10 @@ ServeScheduler::Loop::Admit ServeScheduler::Loop::admit(serve::Waiting& w) {
   }
 
   auto r = std::make_unique<Live>(w.ticket, std::move(w.request));
-  r->reply.emplace(tokenizer, r->request.sampling, prompt, model.config().eosTokenIds, context);
+  if (r->request.ignoreEos) r->request.sampling.stopStrings.clear();
+  r->reply.emplace(tokenizer, r->request.sampling, prompt,
+                   r->request.ignoreEos ? std::span<const int32_t>() : std::span<const int32_t>(model.config().eosTokenIds),
+                   context);
   r->prompt = std::move(prompt);
   r->arrivedStep = w.arrivedStep;
   r->arrived = w.arrived;

@@ -129,7 +129,7 @@ struct ServeScheduler::Loop {
   void dropCancelled();
   bool runStep();  // false when no request could take part (none live, or all held)
   void attributeRouting(const std::vector<serve::Live*>& members);
-  void report(int tokens);
+  void report(StepReport& rep);  // completes the forward's report (counts, memory) and calls onStep
   void publish();
   void failLive(const std::string& why);  // every live request fails (500), its sequence freed
   void shutdown();

@@ -128,8 +128,12 @@ bool ServeScheduler::Loop::runStep() {
   std::vector<MoeModel::Step> steps;
   std::vector<Live*> members;
   int tokens = 0;
+  // separatePrefill: while a request is prefilling, a forward holds its chunk alone.
+  const bool prefillAlone =
+      options.separatePrefill &&
+      std::any_of(live.begin(), live.end(), [](const auto& r) { return r->state == Live::State::Prefilling && !r->done; });
   for (const auto& r : live)
-    if (r->state == Live::State::Decoding && !r->done && !held(*r)) {
+    if (!prefillAlone && r->state == Live::State::Decoding && !r->done && !held(*r)) {
       steps.push_back({r->seq, {r->next}});
       members.push_back(r.get());
       r->chunk = 1;
@@ -148,8 +152,11 @@ bool ServeScheduler::Loop::runStep() {
     members.push_back(r.get());
     r->chunk = chunk;
     tokens += chunk;
+    if (prefillAlone) break;
   }
   if (steps.empty()) return false;
+  std::vector<StepReport::Member> reported;
+  for (const Live* m : members) reported.push_back({m->ticket->id(), m->chunk, m->state == Live::State::Prefilling});
 
   if (options.routing) {
     std::vector<RequestRouting::Segment> segments;
@@ -157,7 +164,9 @@ bool ServeScheduler::Loop::runStep() {
     options.routing->setSegments(std::move(segments));
   }
   std::vector<std::vector<float>> logits;
+  Clock::time_point forwardStart;
   try {
+    forwardStart = Clock::now();
     logits = model.forward(steps);
   } catch (const std::exception& e) {
     // Every request of this forward fails (its sequence may hold a half-written step).
@@ -176,6 +185,7 @@ bool ServeScheduler::Loop::runStep() {
       }
     return true;
   }
+  const double forwardMs = msBetween(forwardStart, Clock::now());
   ++step;
   attributeRouting(members);
 
@@ -200,7 +210,12 @@ bool ServeScheduler::Loop::runStep() {
   }
   retireFinished();
   followSplit(waiting.empty());
-  report(tokens);
+  StepReport rep;
+  rep.tokens = tokens;
+  rep.members = std::move(reported);
+  rep.forwardMs = forwardMs;
+  rep.weightBytes = weightBytes;
+  report(rep);
   return true;
 }
 
@@ -222,14 +237,12 @@ void ServeScheduler::Loop::attributeRouting(const std::vector<Live*>& members) {
   footprint.endStep();
 }
 
-void ServeScheduler::Loop::report(int tokens) {
-  StepReport rep;
+void ServeScheduler::Loop::report(StepReport& rep) {
   rep.step = step;
   rep.running = count(Live::State::Decoding);
   rep.prefilling = count(Live::State::Prefilling);
   rep.parked = count(Live::State::Parked);
   rep.waiting = static_cast<int>(waiting.size());
-  rep.tokens = tokens;
   rep.totalBudgetBytes = split.total();
   rep.kvCapacityBytes = model.kvCacheBytes();
   rep.kvReservedBytes = split.kv();

@@ -50,6 +50,16 @@ ServeScheduler::ServeScheduler(MoeModel& model, const Tokenizer& tokenizer, cons
 ServeScheduler::~ServeScheduler() { stop(); }
 
 std::shared_ptr<RequestTicket> ServeScheduler::submit(GenerationRequest request, bool paused) {
+  std::vector<GenerationRequest> one;
+  one.push_back(std::move(request));
+  return enqueue(std::move(one), paused).front();
+}
+
+std::vector<std::shared_ptr<RequestTicket>> ServeScheduler::submitAll(std::vector<GenerationRequest> requests) {
+  return enqueue(std::move(requests), false);
+}
+
+std::vector<std::shared_ptr<RequestTicket>> ServeScheduler::enqueue(std::vector<GenerationRequest> requests, bool paused) {
   std::weak_ptr<Shared> weak = shared_;
   const auto wake = [weak] {
     if (const auto s = weak.lock()) {
@@ -60,20 +70,22 @@ std::shared_ptr<RequestTicket> ServeScheduler::submit(GenerationRequest request,
       s->cv.notify_all();
     }
   };
-  std::shared_ptr<RequestTicket> ticket;
+  std::vector<std::shared_ptr<RequestTicket>> tickets;
   {
     std::lock_guard lock(shared_->mutex);
     if (shared_->stopping) throw serve::shuttingDown();
     const size_t queued = shared_->inbox.size() + static_cast<size_t>(shared_->counters.waiting);
-    if (queued >= static_cast<size_t>(options_.maxQueued))
+    if (queued + requests.size() > static_cast<size_t>(options_.maxQueued))
       throw ApiError(503, "server_error",
                      "The server is busy: " + std::to_string(queued) + " requests are waiting. Retry later.", {},
                      "server_busy");
-    ticket = std::make_shared<RequestTicket>(shared_->nextId++, wake, paused);
-    shared_->inbox.emplace_back(ticket, std::move(request));
+    for (GenerationRequest& request : requests) {
+      tickets.push_back(std::make_shared<RequestTicket>(shared_->nextId++, wake, paused));
+      shared_->inbox.emplace_back(tickets.back(), std::move(request));
+    }
   }
   shared_->cv.notify_all();
-  return ticket;
+  return tickets;
 }
 
 void ServeScheduler::forget(uint64_t cacheOwner) {

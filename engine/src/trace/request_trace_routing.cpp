@@ -13,6 +13,17 @@ RequestTraceRouting::RequestTraceRouting(std::shared_ptr<const ActivationTrace> 
   TraceRouting check(trace_, moeLayers_, experts_, k_, seed_);  // validates the shapes now, not at the first request
 }
 
+void RequestTraceRouting::setPlan(Plan plan) {
+  for (size_t i = 0; i < plan.prompts.size(); ++i)
+    if (plan.prompts[i] < 0 || plan.prompts[i] >= trace_->numPrompts())
+      throw Error("per-request trace routing: prompt " + std::to_string(plan.prompts[i]) + " (entry " + std::to_string(i) +
+                  " of the plan) is outside the trace's " + std::to_string(trace_->numPrompts()) + " prompts");
+  TraceRouting check(trace_, moeLayers_, experts_, k_, seed_);
+  check.setContinuation(plan.continuation);  // throws naming a continuation out of range
+  plan_ = std::move(plan);
+  planned_ = 0;
+}
+
 void RequestTraceRouting::setSegments(std::vector<Segment> segments) {
   segments_ = std::move(segments);
   for (const Segment& s : segments_) routerOf(s.request);
@@ -23,9 +34,12 @@ void RequestTraceRouting::release(uint64_t request) { routers_.erase(request); }
 TraceRouting& RequestTraceRouting::routerOf(uint64_t request) {
   auto it = routers_.find(request);
   if (it == routers_.end()) {
-    const uint64_t n = seen_++;
+    ++seen_;
+    const uint64_t n = planned_++;
     auto router = std::make_unique<TraceRouting>(trace_, moeLayers_, experts_, k_, seed_ + n);
-    router->setPrompt(static_cast<int>(n % static_cast<uint64_t>(trace_->numPrompts())));
+    router->setContinuation(plan_.continuation);
+    router->setPrompt(plan_.prompts.empty() ? static_cast<int>(n % static_cast<uint64_t>(trace_->numPrompts()))
+                                            : plan_.prompts[n % plan_.prompts.size()]);
     it = routers_.emplace(request, std::move(router)).first;
   }
   return *it->second;

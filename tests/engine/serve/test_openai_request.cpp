@@ -30,7 +30,7 @@ class TestOpenAiRequest : public QObject {
         R"({"model":"m","messages":[{"role":"developer","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi "},{"type":"text","text":"there"}]}],
             "max_tokens":7,"temperature":0,"top_p":0.5,"seed":42,"stop":["\n\n","END"],"stream":true,
             "stream_options":{"include_usage":true},"n":1,"user":"u","presence_penalty":0,"top_k":3,"min_p":0.1,
-            "repetition_penalty":1.2,"unknown_field":{"ignored":true}})");
+            "repetition_penalty":1.2,"ignore_eos":true,"unknown_field":{"ignored":true}})");
     QCOMPARE(r.model, std::string("m"));
     QCOMPARE(r.messages.size(), size_t{2});
     QCOMPARE(r.messages[0].role, std::string("system"));
@@ -44,6 +44,7 @@ class TestOpenAiRequest : public QObject {
     QCOMPARE(r.sampling.topK, 3);
     QCOMPARE(r.sampling.minP, 0.1);
     QCOMPARE(r.sampling.repetitionPenalty, 1.2);
+    QVERIFY(r.ignoreEos);
     QVERIFY(r.stream);
     QVERIFY(r.includeUsage);
   }
@@ -91,6 +92,7 @@ class TestOpenAiRequest : public QObject {
     QTest::newRow("five stops") << comp << R"({"model":"m","prompt":"x","stop":["a","b","c","d","e"]})" << "stop";
     QTest::newRow("stop not a string") << comp << R"({"model":"m","prompt":"x","stop":[1]})" << "stop[0]";
     QTest::newRow("stream not bool") << comp << R"({"model":"m","prompt":"x","stream":"yes"})" << "stream";
+    QTest::newRow("ignore_eos not bool") << comp << R"({"model":"m","prompt":"x","ignore_eos":1})" << "ignore_eos";
     QTest::newRow("options without stream") << comp << R"({"model":"m","prompt":"x","stream_options":{"include_usage":true}})"
                                             << "stream_options";
     QTest::newRow("token prompt") << comp << R"({"model":"m","prompt":[1,2,3]})" << "prompt";

@@ -13,6 +13,7 @@
 // (at::linear): compared in fp32 only, where the greedy tokens agree.
 #include <QtTest>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -207,6 +208,101 @@ class TestServeScheduler : public QObject {
     QCOMPARE(differingReplies(batched, alone), 0);
     QVERIFY2(largestBatch >= 16, qPrintable(QString("largest batch %1").arg(largestBatch)));
     QVERIFY2(mixedSteps > 0, "no forward mixed prefill chunks with decode steps");
+  }
+
+  // What the benchmarks send (BenchWorkload): prompts as token ids, greedy, ignoreEos, requests
+  // submitted together with separatePrefill. Each request's tokens are the reference loop's
+  // (generate() on the same ids; past an EOS generate() would stop at, the lone greedy loop's),
+  // exactly maxTokens of them; every prefill has its forward alone, then both decode in lockstep;
+  // the step reports' members add up to each forward's tokens and to each request's prompt plus
+  // its decode tokens, and carry the forward's weight bytes. Ids outside the vocabulary are
+  // refused naming prompt_ids.
+  void promptIdsIgnoreEosGreedyGivesTheReferenceTokens() {
+    EngineOptions eo;
+    eo.model.dtype = ComputeDtype::Float32;
+    auto engine = Engine::open(demoModel(), eo);
+    MoeModel& model = engine->model();
+    const int maxTokens = 40;
+    const int32_t vocab = static_cast<int32_t>(model.config().vocabSize);
+    const std::vector<std::vector<int32_t>> prompts = {engine->tokenizer().encode(kPrompts[1], true),
+                                                       {7 % vocab, 1009 % vocab, 2018 % vocab, 11 % vocab, 5 % vocab}};
+    // The reference: generate()'s greedy tokens, and past an EOS (where generate() stops) the same
+    // loop going on — prefill in one forward, then one token per forward.
+    std::vector<std::vector<int32_t>> reference;
+    for (const auto& ids : prompts) {
+      const GenerationStats ref = generate(model, engine->tokenizer(), ids, greedyParams(maxTokens), {});
+      const auto seq = model.addSequence();
+      std::vector<float> logits = model.forward({MoeModel::Step{seq, ids}}).at(0);
+      std::vector<int32_t> tokens;
+      for (;;) {
+        tokens.push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+        if (static_cast<int>(tokens.size()) == maxTokens) break;
+        logits = model.forward({MoeModel::Step{seq, {tokens.back()}}}).at(0);
+      }
+      model.removeSequence(seq);
+      QCOMPARE(std::vector<int32_t>(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(ref.tokens.size())), ref.tokens);
+      reference.push_back(std::move(tokens));
+    }
+
+    ServeOptions o = ServeOptions::interactive();
+    o.maxBatch = 2;
+    o.cachedSequences = 0;
+    o.separatePrefill = true;
+    std::map<uint64_t, int> prefillTokens, decodeTokens;
+    std::vector<StepReport> reports;
+    o.onStep = [&](const StepReport& r) { reports.push_back(r); };
+    ServeScheduler scheduler(model, engine->tokenizer(), engine->chatTemplate(), nullptr, o);
+    std::vector<GenerationRequest> requests;
+    for (const auto& ids : prompts) {
+      GenerationRequest r;
+      r.endpoint = Endpoint::Completions;
+      r.promptIds = ids;
+      r.ignoreEos = true;
+      r.sampling = greedyParams(maxTokens);
+      r.sampling.stopStrings = {"e"};  // ignoreEos: no stop string ends the reply either
+      r.maxTokensGiven = true;
+      requests.push_back(std::move(r));
+    }
+    GenerationRequest bad = requests.front();
+    bad.promptIds->back() = vocab;
+    requests.push_back(std::move(bad));
+    const auto tickets = scheduler.submitAll(std::move(requests));
+    QCOMPARE(tickets.size(), size_t{3});
+    QVERIFY(tickets[0]->id() < tickets[1]->id() && tickets[1]->id() < tickets[2]->id());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const Outcome out = drain(*tickets[i]);
+      QVERIFY2(out.finished, qPrintable(QString::fromStdString(out.message)));
+      QCOMPARE(out.info.stopReason, StopReason::MaxTokens);
+      QCOMPARE(out.info.promptTokens, static_cast<int>(prompts[i].size()));
+      QCOMPARE(out.info.tokens, reference[i]);
+    }
+    const Outcome refused = drain(*tickets[2]);
+    QVERIFY(!refused.finished);
+    QCOMPARE(refused.status, 400);
+    QCOMPARE(refused.param, std::string("prompt_ids"));
+    QVERIFY2(refused.message.find(std::to_string(vocab)) != std::string::npos, refused.message.c_str());
+    scheduler.stop();
+
+    // Two prefill forwards, each alone, then maxTokens - 1 decode forwards holding both requests.
+    QCOMPARE(static_cast<int>(reports.size()), 2 + maxTokens - 1);
+    for (size_t s = 0; s < reports.size(); ++s) {
+      const StepReport& r = reports[s];
+      int tokens = 0;
+      for (const auto& m : r.members) {
+        tokens += m.tokens;
+        (m.prefill ? prefillTokens : decodeTokens)[m.request] += m.tokens;
+        QCOMPARE(m.prefill, s < 2);
+        if (!m.prefill) QCOMPARE(m.tokens, 1);
+      }
+      QCOMPARE(tokens, r.tokens);
+      QCOMPARE(r.members.size(), size_t{s < 2 ? 1u : 2u});
+      QVERIFY(r.weightBytes > 0);
+      QVERIFY(r.forwardMs >= 0);
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      QCOMPARE(prefillTokens[tickets[i]->id()], static_cast<int>(prompts[i].size()));
+      QCOMPARE(decodeTokens[tickets[i]->id()], maxTokens - 1);  // the first token came from the prefill
+    }
   }
 
   void conversationReusesItsPrefix() {

@@ -281,6 +281,56 @@ class TestTraceRouting : public QObject {
     QVERIFY(calls1 != calls3);
   }
 
+  // RequestTraceRouting's replay plan (the bench harness's prompt list): after setPlan the n-th
+  // request seen replays plan prompt n mod their count with seed + n and the plan's continuation,
+  // exactly as its own TraceRouting would; a request seen before keeps its router; a prompt outside
+  // the trace or a continuation out of range is refused naming it, and the old plan stays.
+  void perRequestRoutingFollowsAPlan() {
+    testing::TempDir tmp;
+    const auto trace = ActivationTrace::load(writeTrace(tmp, 8, 2));
+    RequestTraceRouting routing(trace, 2, 8, 2, 40);
+    routing.setSegments({{9, 1}});  // seen before the plan: request 0 of the default rule
+    routing.setPlan({{1, 1, 0}, 16});
+    const std::vector<int> planned = {1, 1, 0, 1};
+    std::vector<std::unique_ptr<TraceRouting>> alone;
+    for (int n = 0; n < 4; ++n) {
+      alone.push_back(std::make_unique<TraceRouting>(trace, 2, 8, 2, 40 + static_cast<uint64_t>(n)));
+      alone.back()->setContinuation(16);
+      alone.back()->setPrompt(planned[static_cast<size_t>(n)]);
+    }
+    for (int round = 0; round < 3; ++round) {  // past the prompt's counts: the continuation draws
+      std::vector<RequestRouting::Segment> segments;
+      for (uint64_t r = 0; r < 4; ++r) segments.push_back({100 + r, round == 0 ? kTraceTokens : 1});
+      routing.setSegments(segments);
+      const int64_t per = segments.front().tokens, tokens = per * 4;
+      for (int layer = 0; layer < 2; ++layer) {
+        std::vector<int64_t> out(static_cast<size_t>(tokens * 2));
+        routing.choose(layer, tokens, 2, out);
+        for (size_t r = 0; r < 4; ++r) {
+          std::vector<int64_t> expected(static_cast<size_t>(per * 2));
+          alone[r]->choose(layer, per, 2, expected);
+          QVERIFY(std::equal(expected.begin(), expected.end(), out.begin() + static_cast<std::ptrdiff_t>(r * expected.size())));
+        }
+      }
+    }
+    for (uint64_t r = 0; r < 4; ++r) QCOMPARE(routing.promptOf(100 + r), planned[r]);
+    QCOMPARE(routing.promptOf(9), 0);
+    QCOMPARE(routing.requestsSeen(), uint64_t{5});
+    try {
+      routing.setPlan({{0, 2}, 0});
+      QFAIL("a plan naming prompt 2 of a 2-prompt trace was accepted");
+    } catch (const Error& e) {
+      QVERIFY2(std::string(e.what()).find("prompt 2 (entry 1") != std::string::npos, e.what());
+    }
+    try {
+      routing.setPlan({{0}, -1});
+      QFAIL("a negative continuation was accepted");
+    } catch (const Error&) {
+    }
+    routing.setSegments({{200, 1}});  // the old plan goes on: request 4 of it
+    QCOMPARE(routing.promptOf(200), 1);
+  }
+
   // RequestTraceRouting (serving): the n-th request seen replays prompt n mod prompts with seed + n,
   // each request's share of a batched forward is exactly what its own TraceRouting draws alone, a
   // forward whose tokens differ from the announced segments is refused, and release forgets.
