@@ -5,7 +5,8 @@
 #   3. the threaded expert-runtime tests (no libtorch: label `threads`) again under ThreadSanitizer;
 #   4. a short libFuzzer run of every parser of untrusted bytes (store manifest, safetensors header,
 #      exponent chunks, tokenizer.json, chat templates, the server's request bodies);
-#   5. the CUDA recovery kernel compiled and linked with nvcc, when the CUDA toolkit is installed.
+#   5. the CUDA compute backend (backend/cuda/: recovery kernel, cuBLAS products) and its tests compiled
+#      and linked with nvcc whenever the CUDA toolkit is installed; run where there is a GPU.
 # Exits non-zero when anything fails. ZIPMOE_FUZZ_SECONDS sets the fuzzing time per target.
 # ZIPMOE_PRUNE_BUILDS=1 (set by .ci/run) deletes each stage's build directory once the stage has
 # passed, so the run needs the disk of its largest stage rather than of all five (about 10 GB);
@@ -136,22 +137,22 @@ summary+=("[4] fuzzing: ${seconds}s per target, no crash")
 mark "[4] fuzzing"
 prune_build "$root/build-fuzz"
 
-echo "== [5/5] CUDA recovery kernel (compile and link; it runs only where a GPU is)"
+echo "== [5/5] CUDA compute backend (compile and link; it runs only where a GPU is)"
 nvcc="$(command -v nvcc || true)"
 [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
 if [ -n "$nvcc" ]; then
   cmake -S "$root" -B "$root/build-cuda" -G Ninja "${relwithdebinfo[@]}" -DZIPMOE_CUDA=ON -DZIPMOE_WITH_QT=OFF \
     -DCMAKE_CUDA_COMPILER="$nvcc" -DZIPMOE_WARNINGS_AS_ERRORS=ON >/dev/null
-  cmake --build "$root/build-cuda" -j "$jobs" --target zipmoe_cuda test_cuda_recovery
+  cmake --build "$root/build-cuda" -j "$jobs" --target zipmoe_cuda zipmoe_engine test_cuda_recovery test_cuda_backend
   if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
-    run_ctest "[5] CUDA kernel" "$root/build-cuda" --output-on-failure -R test_cuda_recovery
+    run_ctest "[5] CUDA backend" "$root/build-cuda" --output-on-failure -R "test_cuda_(recovery|backend)"
   else
-    summary+=("[5] CUDA kernel: compiled and linked with nvcc; not run (no GPU on this machine)")
+    summary+=("[5] CUDA backend: compiled and linked with nvcc; not run (no GPU on this machine)")
   fi
-  mark "[5] CUDA kernel"
+  mark "[5] CUDA backend"
   prune_build "$root/build-cuda"
 else
-  summary+=("[5] CUDA kernel: skipped (no nvcc)")
+  summary+=("[5] CUDA backend: skipped (no nvcc)")
 fi
 echo "== summary"
 printf '  %s\n' "${summary[@]}"

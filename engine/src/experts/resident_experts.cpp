@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/host_memory.h"
 #include "io/file_io.h"
 #include "zipmoe/error.h"
 #include "zipmoe/expert_provider.h"
@@ -37,7 +38,7 @@ class ResidentExperts : public ExpertProvider {
   uint16_t* allocate(int layer, int expert, int kind, size_t numel) {
     io::AlignedBuffer& b = data_[index(layer, expert, kind)];
     if (b.size() != 0) return nullptr;
-    b.reserve(numel * sizeof(uint16_t));
+    b = backend::defaultMemory().allocate(numel * sizeof(uint16_t), backend::Placement::Host);
     return reinterpret_cast<uint16_t*>(b.data());
   }
 

@@ -161,6 +161,9 @@ void AlignedBuffer::reserve(size_t size) {
     *this = pool->allocate(size);
     return;
   }
+  if (data_.get_deleter().release)
+    throw Error("AlignedBuffer: cannot grow a buffer of " + std::to_string(size_) + " bytes to " + std::to_string(size) +
+                " that another allocator gave (a compute backend's); allocate a new one from it");
   const size_t rounded = static_cast<size_t>(alignUp(size, alignment_));
   const bool huge = rounded >= kHugePageBytes;
   void* p = nullptr;

@@ -61,9 +61,12 @@ void syncDirectory(const std::filesystem::path& dir);
 
 class PagePool;
 
-// Frees an AlignedBuffer's memory: back to its PagePool (io/page_pool.h) when it came from one.
+// Frees an AlignedBuffer's memory: back to its PagePool (io/page_pool.h) when it came from one,
+// through `release` when another allocator gave it (a compute backend's pinned or device memory,
+// backend/compute_backend.h), else with free().
 struct BufferDeleter {
   std::shared_ptr<PagePool> pool;
+  void (*release)(uint8_t*) = nullptr;
   void operator()(uint8_t* p) const;
 };
 
@@ -76,6 +79,11 @@ class AlignedBuffer {
   // Adopts `size` bytes of a pool's pages (PagePool::allocate only).
   AlignedBuffer(uint8_t* data, size_t size, std::shared_ptr<PagePool> pool)
       : data_(data, BufferDeleter{std::move(pool)}), size_(size) {}
+  // Adopts `size` bytes another allocator gave at `alignment`, handed back through `release` (a
+  // compute backend's pinned host or device memory). Such a buffer cannot grow (reserve throws):
+  // its owner allocates a new one from the same allocator.
+  AlignedBuffer(uint8_t* data, size_t size, size_t alignment, void (*release)(uint8_t*))
+      : data_(data, BufferDeleter{nullptr, release}), size_(size), alignment_(alignment) {}
   // A moved-from buffer is empty (size 0), so that whoever holds it next allocates again.
   AlignedBuffer(AlignedBuffer&& other) noexcept
       : data_(std::move(other.data_)), size_(std::exchange(other.size_, 0)), alignment_(other.alignment_) {}
@@ -87,6 +95,7 @@ class AlignedBuffer {
   }
   uint8_t* data() const { return data_.get(); }
   size_t size() const { return size_; }
+  size_t alignment() const { return alignment_; }
   // Grows (never shrinks) to at least `size` bytes; contents are not preserved. A pool's buffer
   // grows from the same pool.
   void reserve(size_t size);

@@ -143,6 +143,8 @@ PagePoolStats PagePool::stats() const {
 void BufferDeleter::operator()(uint8_t* p) const {
   if (pool)
     pool->release(p);
+  else if (release)
+    release(p);
   else
     std::free(p);
 }

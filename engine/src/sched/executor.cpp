@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include "backend/host_memory.h"
 #include "sched/layer_batch.h"
 #include "zipmoe/error.h"
 
@@ -17,9 +18,14 @@ namespace zipmoe::sched {
 
 Executor::Executor(const Store* store, int workers, ReadMode mode, TraceBuffer* trace, Clock::time_point epoch,
                    const SlotLayout& staging, const SlotLayout& output)
-    : store_(store), workers_(workers), mode_(mode), trace_(trace), epoch_(epoch), staging_(staging), output_(output) {
-  for (int i = 0; i < staging_.count; ++i) stagingSlots_.emplace_back(static_cast<size_t>(staging_.slotBytes));
-  for (int i = 0; i < output_.count; ++i) outputSlots_.emplace_back(static_cast<size_t>(output_.slotBytes));
+    : store_(store), memory_(backend::defaultMemory()), workers_(workers), mode_(mode), trace_(trace), epoch_(epoch),
+      staging_(staging), output_(output) {
+  // Staging slots take O_DIRECT reads of planes; output slots take recovered words, which the model
+  // computes from (host memory on every backend today: the model's products read them in place).
+  for (int i = 0; i < staging_.count; ++i)
+    stagingSlots_.push_back(memory_.allocate(static_cast<size_t>(staging_.slotBytes), backend::Placement::Host));
+  for (int i = 0; i < output_.count; ++i)
+    outputSlots_.push_back(memory_.allocate(static_cast<size_t>(output_.slotBytes), backend::Placement::Host));
   stagingFree_.assign(static_cast<size_t>(staging_.count), 1);
   outputFree_.assign(static_cast<size_t>(output_.count), 1);
   threads_.emplace_back([this] { loop(Role::Io, 0); });

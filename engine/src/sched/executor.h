@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/compute_backend.h"
 #include "io/file_io.h"
 #include "io/page_pool.h"
 #include "sched/schedule.h"
@@ -234,6 +235,9 @@ class Executor {
   int64_t ns(Clock::time_point t) const;
 
   const Store* store_;
+  // The device's memory (backend/host_memory.h, defaultMemory() when constructed): every staging,
+  // output, kept and prefetch buffer not from the page pool, and the Recover operation.
+  const backend::DeviceMemory& memory_;
   int workers_;
   ReadMode mode_;
   TraceBuffer* trace_;

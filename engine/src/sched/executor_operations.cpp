@@ -7,7 +7,6 @@
 
 #include "sched/executor.h"
 #include "sched/tensor_codes.h"
-#include "zipmoe/bf16_split.h"
 #include "zipmoe/error.h"
 
 namespace zipmoe::sched {
@@ -89,7 +88,8 @@ void Executor::traceOp(TraceOp op, int lane, const LayerJob& job, const JobTask&
 // Runs one operation without the lock. The job's other threads never touch the buffers it writes
 // until it is marked done under the lock.
 io::AlignedBuffer Executor::keptBuffer(uint64_t bytes) const {
-  return pages_ ? pages_->allocate(static_cast<size_t>(bytes)) : io::AlignedBuffer(static_cast<size_t>(bytes));
+  return pages_ ? pages_->allocate(static_cast<size_t>(bytes))
+                : memory_.allocate(static_cast<size_t>(bytes), backend::Placement::Host);
 }
 
 uint8_t* Executor::keptData(io::AlignedBuffer& keep, uint64_t bytes) const {
@@ -223,7 +223,7 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
         out = reinterpret_cast<uint16_t*>(outputSlots_[static_cast<size_t>(slot)].data() +
                                           output_.outOffset[static_cast<size_t>(t.kind)]);
       }
-      bf16::merge(t.plane, t.smBuf, static_cast<size_t>(t.entry->numel), out);
+      memory_.recover(t.plane, t.smBuf, static_cast<size_t>(t.entry->numel), out);
       t.result = out;
       const auto b = Clock::now();
       t.recoverSeconds = seconds(b - a);

@@ -64,7 +64,8 @@ void Executor::executePrefetch(PrefetchRead read, bool outsideJob) {
   const auto a = Clock::now();
   bool ok = true;
   try {
-    if (read.dst->size() < read.bytes) *read.dst = io::AlignedBuffer(static_cast<size_t>(read.bytes));
+    if (read.dst->size() < read.bytes)
+      *read.dst = memory_.allocate(static_cast<size_t>(read.bytes), backend::Placement::Host);
     if (read.sm)
       store_->readChunk(ChunkKey{read.layer, read.expert, read.kind, kSmShard}, {read.dst->data(), static_cast<size_t>(read.bytes)}, mode_);
     else

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/cuda_recovery.h"
+#include "backend/cuda/cuda_recovery.h"
 #include "zipmoe/bf16_split.h"
 #include "zipmoe/error.h"
 

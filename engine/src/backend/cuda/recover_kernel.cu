@@ -7,7 +7,7 @@
 //    reconciled by a common element offset.
 // The grid is sized from the device (multiprocessors × resident blocks per multiprocessor) and never
 // larger than the work, so that the grid-stride loop, not the launch, carries large tensors.
-#include "cuda/cuda_recovery.h"
+#include "backend/cuda/cuda_recovery.h"
 
 #include <cuda_runtime.h>
 

@@ -1,0 +1,36 @@
+// HostMemory (see host_memory.h): the CPU's buffers and recovery, delegating to io::AlignedBuffer
+// and bf16::merge; and the process-wide default memory.
+#include "backend/host_memory.h"
+
+#include <atomic>
+
+#include "zipmoe/bf16_split.h"
+
+namespace zipmoe::backend {
+
+io::AlignedBuffer HostMemory::allocate(size_t bytes, Placement) const {
+  // One kind of memory on a CPU: the device computes from what O_DIRECT reads into.
+  return io::AlignedBuffer(bytes, 4096);
+}
+
+void HostMemory::recover(const uint8_t* exponents, const uint8_t* signMantissa, size_t count, uint16_t* words) const {
+  bf16::merge(exponents, signMantissa, count, words);
+}
+
+const HostMemory& hostMemory() {
+  static const HostMemory memory;
+  return memory;
+}
+
+namespace {
+std::atomic<const DeviceMemory*> chosenMemory{nullptr};
+}  // namespace
+
+const DeviceMemory& defaultMemory() {
+  const DeviceMemory* m = chosenMemory.load(std::memory_order_acquire);
+  return m ? *m : hostMemory();
+}
+
+void setDefaultMemory(const DeviceMemory* memory) { chosenMemory.store(memory, std::memory_order_release); }
+
+}  // namespace zipmoe::backend
