@@ -33,7 +33,7 @@
 #include "zipmoe/expert_node.h"
 #include "zipmoe/model.h"
 #include "zipmoe/store.h"
-#include "zipmoe/synthetic_model.h"
+#include "tools/synthetic/synthetic_model.h"
 
 extern char** environ;
 

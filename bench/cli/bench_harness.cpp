@@ -20,7 +20,7 @@
 #include "zipmoe/error.h"
 #include "zipmoe/file_priming.h"
 #include "zipmoe/model_family.h"
-#include "zipmoe/synthetic_model.h"
+#include "tools/synthetic/synthetic_model.h"
 #include "zipmoe/trace_events.h"
 
 namespace zipmoe::cli {
