@@ -10,7 +10,6 @@
 
 #include "hf/family_description.h"
 #include "zipmoe/error.h"
-#include "zipmoe/synthetic_model.h"
 
 namespace zipmoe {
 

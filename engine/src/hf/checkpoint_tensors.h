@@ -1,6 +1,6 @@
 // Internal: the building blocks of a family's checkpoint tensor table (FamilyDescription::tensors).
 //
-// checkpointTensors() (zipmoe/synthetic_model.h) lists every tensor an HF checkpoint of a config.json
+// checkpointTensors() (below) lists every tensor an HF checkpoint of a config.json
 // holds; each family's file under hf/families/ builds its list from these parts. Names and shapes
 // follow Hugging Face transformers' modeling code (Linear weights are [out_features, in_features]) and
 // the published checkpoints. Every tensor is BF16. The order is the modules' order (embeddings, blocks,
@@ -90,5 +90,9 @@ std::vector<bool> sparseStepLayers(const CheckpointConfig& c, int64_t layers, in
 std::vector<SafetensorsWriter::Declared> llamaStyleTensors(const CheckpointConfig& c, const LlamaStyleLayout& layout,
                                                            const DecoderLayerNames& names,
                                                            const std::vector<std::string>& expertKinds);
+
+// Every tensor (name, dtype, shape) an HF checkpoint of this config holds, in a stable order.
+// Works for real configs too: it is checked against the real checkpoints' tensor indexes.
+std::vector<SafetensorsWriter::Declared> checkpointTensors(ModelFamily family, const nlohmann::json& config);
 
 }  // namespace zipmoe

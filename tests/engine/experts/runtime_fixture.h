@@ -19,7 +19,7 @@
 #include "zipmoe/cost_profile.h"
 #include "zipmoe/expert_runtime.h"
 #include "zipmoe/store.h"
-#include "zipmoe/synthetic_model.h"
+#include "tools/synthetic/synthetic_model.h"
 
 namespace zipmoe::testing {
 

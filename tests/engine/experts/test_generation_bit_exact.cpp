@@ -16,7 +16,7 @@
 #include "zipmoe/engine.h"
 #include "zipmoe/error.h"
 #include "zipmoe/generator.h"
-#include "zipmoe/synthetic_model.h"
+#include "tools/synthetic/synthetic_model.h"
 
 using namespace zipmoe;
 using zipmoe::testing::TempDir;

@@ -23,7 +23,7 @@
 #include "zipmoe/error.h"
 #include "zipmoe/expert_runtime.h"
 #include "zipmoe/store.h"
-#include "zipmoe/synthetic_model.h"
+#include "tools/synthetic/synthetic_model.h"
 
 using namespace zipmoe;
 using zipmoe::testing::Fixture;

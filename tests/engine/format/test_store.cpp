@@ -13,7 +13,7 @@
 #include "zipmoe/converter.h"
 #include "zipmoe/error.h"
 #include "zipmoe/store.h"
-#include "zipmoe/synthetic_model.h"
+#include "tools/synthetic/synthetic_model.h"
 
 using namespace zipmoe;
 using zipmoe::testing::TempDir;

@@ -16,7 +16,8 @@
 #include "zipmoe/error.h"
 #include "zipmoe/model_config.h"
 #include "zipmoe/model_family.h"
-#include "zipmoe/synthetic_model.h"
+#include "hf/checkpoint_tensors.h"
+#include "tools/synthetic/synthetic_model.h"
 
 using namespace zipmoe;
 using nlohmann::json;

@@ -9,7 +9,7 @@
 #include "zipmoe/error.h"
 #include "zipmoe/generator.h"
 #include "zipmoe/model.h"
-#include "zipmoe/synthetic_model.h"
+#include "tools/synthetic/synthetic_model.h"
 #include "zipmoe/tokenizer.h"
 
 using namespace zipmoe;

@@ -15,7 +15,7 @@
 #include "test_support.h"
 #include "zipmoe/converter.h"
 #include "zipmoe/model.h"
-#include "zipmoe/synthetic_model.h"
+#include "tools/synthetic/synthetic_model.h"
 
 using namespace zipmoe;
 

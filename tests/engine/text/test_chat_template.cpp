@@ -11,7 +11,7 @@
 #include "test_support.h"
 #include "zipmoe/chat_template.h"
 #include "zipmoe/error.h"
-#include "zipmoe/synthetic_model.h"
+#include "tools/synthetic/synthetic_model.h"
 
 using namespace zipmoe;
 using nlohmann::ordered_json;

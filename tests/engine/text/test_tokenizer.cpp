@@ -11,7 +11,7 @@
 #include "test_support.h"
 #include "zipmoe/error.h"
 #include "zipmoe/model_family.h"
-#include "zipmoe/synthetic_model.h"
+#include "tools/synthetic/synthetic_model.h"
 #include "zipmoe/tokenizer.h"
 
 using nlohmann::json;

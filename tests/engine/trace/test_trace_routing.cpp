@@ -16,7 +16,7 @@
 #include "zipmoe/error.h"
 #include "zipmoe/model.h"
 #include "zipmoe/request_routing.h"
-#include "zipmoe/synthetic_model.h"
+#include "tools/synthetic/synthetic_model.h"
 
 using namespace zipmoe;
 using nlohmann::json;

@@ -1,5 +1,5 @@
 // Bandwidth and GEMV measurements (see zipmoe/kernel_bench.h).
-#include "zipmoe/kernel_bench.h"
+#include "bench/kernels/kernel_bench.h"
 
 #include <immintrin.h>
 

@@ -24,8 +24,8 @@
 #include "zipmoe/model_family.h"
 #include "zipmoe/request_routing.h"
 #include "zipmoe/serve_scheduler.h"
-#include "zipmoe/synthetic_model.h"
 #include "zipmoe/tokenizer.h"
+#include "tools/synthetic/synthetic_model.h"
 #include "zipmoe/trace_events.h"
 
 namespace zipmoe::cli {

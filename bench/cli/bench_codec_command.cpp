@@ -28,7 +28,7 @@
 #include "zipmoe/bf16_split.h"
 #include "zipmoe/cost_profile.h"
 #include "zipmoe/error.h"
-#include "zipmoe/kernel_bench.h"
+#include "bench/kernels/kernel_bench.h"
 #include "zipmoe/store.h"
 
 namespace zipmoe::cli {

@@ -1,4 +1,4 @@
-// Tests of the demo-model training code (engine/src/train): the byte-level BPE trainer on a toy text,
+// Tests of the demo-model training code (tools/train): the byte-level BPE trainer on a toy text,
 // GPT-2 pre-tokenization, tokenizer.json structure, that a few optimisation steps on a tiny random
 // MoE reduce the loss, that export -> HF directory -> re-read is bit-exact BF16, checkpoints, and that
 // bad options give errors naming the option and the value. Small and fast (a few seconds on 2 cores).
@@ -6,7 +6,7 @@
 
 #include "test_support.h"
 #include "train/bpe_trainer.h"
-#include "zipmoe/demo_trainer.h"
+#include "tools/train/demo_trainer.h"
 #include "train/hf_export.h"
 #include "zipmoe/error.h"
 

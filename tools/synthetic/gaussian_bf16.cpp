@@ -31,7 +31,7 @@
 
 #include "base/random.h"
 #include "zipmoe/error.h"
-#include "zipmoe/synthetic_model.h"
+#include "tools/synthetic/synthetic_model.h"
 
 namespace zipmoe {
 namespace {

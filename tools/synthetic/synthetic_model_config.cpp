@@ -20,7 +20,7 @@
 
 #include "hf/family_description.h"
 #include "zipmoe/error.h"
-#include "zipmoe/synthetic_model.h"
+#include "tools/synthetic/synthetic_model.h"
 
 namespace zipmoe {
 namespace {

@@ -37,9 +37,6 @@ struct SyntheticModelOptions {
 std::vector<std::string> syntheticModelPresets(ModelFamily family);
 // The config.json of a preset (throws zipmoe::Error for an unknown preset, listing the known ones).
 nlohmann::json syntheticModelConfig(const SyntheticModelOptions& options);
-// Every tensor (name, dtype, shape) an HF checkpoint of this config holds, in a stable order.
-// Works for real configs too: it is checked against the real checkpoints' tensor indexes.
-std::vector<SafetensorsWriter::Declared> checkpointTensors(ModelFamily family, const nlohmann::json& config);
 // Writes the directory; returns the total bytes of weights written.
 uint64_t generateSyntheticModel(const std::filesystem::path& outDir, const SyntheticModelOptions& options);
 // The same for a given config.json (a real model's, say) instead of a preset; options.preset is ignored.

@@ -13,7 +13,8 @@
 #include "test_support.h"
 #include "zipmoe/error.h"
 #include "zipmoe/safetensors.h"
-#include "zipmoe/synthetic_model.h"
+#include "hf/checkpoint_tensors.h"
+#include "tools/synthetic/synthetic_model.h"
 
 using namespace zipmoe;
 using nlohmann::json;

@@ -34,8 +34,8 @@
 #include "zipmoe/model.h"
 #include "zipmoe/serve_scheduler.h"
 #include "zipmoe/store.h"
-#include "zipmoe/synthetic_model.h"
 #include "zipmoe/tokenizer.h"
+#include "tools/synthetic/synthetic_model.h"
 
 extern char** environ;
 

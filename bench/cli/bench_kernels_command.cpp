@@ -14,7 +14,7 @@
 #include "commands.h"
 #include "zipmoe/cost_profile.h"
 #include "zipmoe/error.h"
-#include "zipmoe/kernel_bench.h"
+#include "bench/kernels/kernel_bench.h"
 
 namespace zipmoe::cli {
 namespace {

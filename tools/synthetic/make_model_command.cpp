@@ -16,7 +16,8 @@
 #include "commands.h"
 #include "terminal_progress.h"
 #include "zipmoe/error.h"
-#include "zipmoe/synthetic_model.h"
+#include "hf/checkpoint_tensors.h"
+#include "tools/synthetic/synthetic_model.h"
 
 namespace zipmoe::cli {
 namespace {

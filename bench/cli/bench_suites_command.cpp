@@ -45,7 +45,7 @@
 #include "commands.h"
 #include "runtime_options.h"
 #include "zipmoe/error.h"
-#include "zipmoe/kernel_bench.h"
+#include "bench/kernels/kernel_bench.h"
 
 namespace zipmoe::cli {
 namespace {

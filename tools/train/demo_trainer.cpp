@@ -1,6 +1,6 @@
 // DemoTrainer: the libtorch training loop of the demo model. See demo_trainer.h.
 // Thread-safety: one driving thread. Cost: ~6 × active params × tokens FLOPs per step.
-#include "zipmoe/demo_trainer.h"
+#include "tools/train/demo_trainer.h"
 
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>

@@ -20,7 +20,8 @@
 #include "hf/hf_directory.h"
 #include "hf/synthetic_tokenizer.h"
 #include "zipmoe/error.h"
-#include "zipmoe/synthetic_model.h"
+#include "hf/checkpoint_tensors.h"
+#include "tools/synthetic/synthetic_model.h"
 
 namespace zipmoe {
 

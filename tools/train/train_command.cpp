@@ -21,7 +21,7 @@
 #include <limits>
 #include <sstream>
 
-#include "zipmoe/demo_trainer.h"
+#include "tools/train/demo_trainer.h"
 #include "command_line.h"
 #include "commands.h"
 #include "zipmoe/error.h"
