@@ -25,8 +25,8 @@
 #include "chat_controller.h"
 #include "chat_database.h"
 #include "color_scheme.h"
-#include "zipmoe/model_family.h"
-#include "zipmoe/reply.h"
+#include "zipmoe/hf/model_family.h"
+#include "zipmoe/generation/reply.h"
 
 Q_IMPORT_QML_PLUGIN(ZipMoE_ChatPlugin)
 

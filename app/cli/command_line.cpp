@@ -9,7 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::cli {
 

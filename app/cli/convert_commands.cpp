@@ -5,8 +5,8 @@
 #include "commands.h"
 #include "terminal_progress.h"
 #include "zipmoe/build_info.h"
-#include "zipmoe/converter.h"
-#include "zipmoe/error.h"
+#include "zipmoe/format/converter.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::cli {
 

@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "runtime_options.h"
-#include "zipmoe/distributed_experts.h"
-#include "zipmoe/error.h"
-#include "zipmoe/expert_node.h"
+#include "zipmoe/dist/distributed_experts.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/dist/expert_node.h"
 
 namespace zipmoe::cli {
 namespace {

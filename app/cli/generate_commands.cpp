@@ -34,12 +34,12 @@
 #include "runtime_options.h"
 #include "terminal_progress.h"
 #include "zipmoe/chat_session.h"
-#include "zipmoe/chat_template.h"
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/error.h"
-#include "zipmoe/generator.h"
-#include "zipmoe/model.h"
-#include "zipmoe/tokenizer.h"
+#include "zipmoe/text/chat_template.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/model/generator.h"
+#include "zipmoe/model/model.h"
+#include "zipmoe/text/tokenizer.h"
 
 namespace zipmoe::cli {
 namespace {

@@ -11,9 +11,9 @@
 #include "command_line.h"
 #include "commands.h"
 #include "runtime_options.h"
-#include "zipmoe/error.h"
-#include "zipmoe/expert_node.h"
-#include "zipmoe/expert_placement.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/dist/expert_node.h"
+#include "zipmoe/plan/expert_placement.h"
 
 namespace zipmoe::cli {
 namespace {

@@ -1,7 +1,7 @@
 // `zipmoe plan STORE --budgets 10,25,50,75 [--activations FILE]`: what the runtime's planner predicts
 // at each budget before any budget is moved — the pool split it would choose, the expected hit rate,
 // each layer's expected makespan, and the time per output token (TPOT) and to the first token (TTFT)
-// — from the store's cost profile and activation statistics (zipmoe/budget_advisor.h, the same
+// — from the store's cost profile and activation statistics (zipmoe/plan/budget_advisor.h, the same
 // prediction the app's budget advisor draws).
 #include <cstdio>
 #include <fstream>
@@ -14,10 +14,10 @@
 #include "command_line.h"
 #include "commands.h"
 #include "plan_check.h"
-#include "zipmoe/activation_trace.h"
-#include "zipmoe/budget_advisor.h"
-#include "zipmoe/error.h"
-#include "zipmoe/store.h"
+#include "zipmoe/trace/activation_trace.h"
+#include "zipmoe/plan/budget_advisor.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe::cli {
 

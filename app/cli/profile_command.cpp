@@ -7,7 +7,7 @@
 #include "command_line.h"
 #include "commands.h"
 #include "zipmoe/engine.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::cli {
 

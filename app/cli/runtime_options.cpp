@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "distributed_options.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::cli {
 

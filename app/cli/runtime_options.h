@@ -18,7 +18,7 @@
 #include "command_line.h"
 #include "commands.h"
 #include "zipmoe/engine.h"
-#include "zipmoe/reply.h"
+#include "zipmoe/generation/reply.h"
 
 namespace zipmoe::cli {
 
@@ -47,7 +47,7 @@ std::optional<std::string> parseRuntimeOptions(const CommandLine& line, EngineOp
 std::unique_ptr<Engine> openEngine(const std::filesystem::path& dir, EngineOptions options,
                                    const std::optional<std::string>& budgetText);
 // --context-overflow drop-oldest|error, taken by every door (generate, chat, serve): what happens to
-// a conversation that outgrows the model's context window (zipmoe/conversation.h).
+// a conversation that outgrows the model's context window (zipmoe/generation/conversation.h).
 OptionSpec contextOverflowOptionSpec();
 ContextOverflow parseContextOverflowOption(const CommandLine& line);  // default drop-oldest
 // A one-paragraph summary of the runtime's state after a run (pools, hits, bytes, makespans).

@@ -1,8 +1,8 @@
 // `zipmoe serve MODEL [OPTIONS]` — an OpenAI-compatible HTTP server for one model (docs/SERVER.md).
 //
 // Opens the engine (with the runtime options, like generate and chat), starts its generation core
-// (the serving scheduler, zipmoe/serve_scheduler.h, with this command's batch and policy) and the
-// HTTP server (zipmoe/openai_server.h) on loopback unless --host says otherwise, prints
+// (the serving scheduler, zipmoe/serve/serve_scheduler.h, with this command's batch and policy) and the
+// HTTP server (zipmoe/serve/openai_server.h) on loopback unless --host says otherwise, prints
 // "zipmoe: listening on http://HOST:PORT" on stdout, and serves until SIGTERM or SIGINT: then it
 // stops accepting, fails the requests still open with 503 and frees their sequences, joins every thread and exits 0. The signals are blocked in every thread (the mask is set
 // before the engine starts its threads) and taken by the main thread with sigwait.
@@ -20,9 +20,9 @@
 #include "command_line.h"
 #include "commands.h"
 #include "runtime_options.h"
-#include "zipmoe/error.h"
-#include "zipmoe/openai_server.h"
-#include "zipmoe/serve_scheduler.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/serve/openai_server.h"
+#include "zipmoe/serve/serve_scheduler.h"
 
 namespace zipmoe::cli {
 namespace {

@@ -25,11 +25,11 @@
 
 #include "command_line.h"
 #include "commands.h"
-#include "zipmoe/bf16_split.h"
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/error.h"
+#include "zipmoe/format/bf16_split.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/base/error.h"
 #include "bench/kernels/kernel_bench.h"
-#include "zipmoe/store.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe::cli {
 namespace {

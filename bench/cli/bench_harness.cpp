@@ -17,16 +17,16 @@
 
 #include "command_line.h"
 #include "runtime_options.h"
-#include "zipmoe/converter.h"
+#include "zipmoe/format/converter.h"
 #include "zipmoe/engine.h"
-#include "zipmoe/error.h"
-#include "zipmoe/file_priming.h"
-#include "zipmoe/model_family.h"
-#include "zipmoe/request_routing.h"
-#include "zipmoe/serve_scheduler.h"
-#include "zipmoe/tokenizer.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/io/file_priming.h"
+#include "zipmoe/hf/model_family.h"
+#include "zipmoe/trace/request_routing.h"
+#include "zipmoe/serve/serve_scheduler.h"
+#include "zipmoe/text/tokenizer.h"
 #include "tools/synthetic/synthetic_model.h"
-#include "zipmoe/trace_events.h"
+#include "zipmoe/trace/trace_events.h"
 
 namespace zipmoe::cli {
 

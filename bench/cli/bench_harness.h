@@ -21,10 +21,10 @@
 #include <functional>
 #include <vector>
 
-#include "zipmoe/activation_trace.h"
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/expert_runtime.h"
-#include "zipmoe/model.h"
+#include "zipmoe/trace/activation_trace.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/experts/expert_runtime.h"
+#include "zipmoe/model/model.h"
 
 namespace zipmoe::cli {
 

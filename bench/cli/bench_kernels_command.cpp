@@ -12,8 +12,8 @@
 
 #include "command_line.h"
 #include "commands.h"
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/error.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/base/error.h"
 #include "bench/kernels/kernel_bench.h"
 
 namespace zipmoe::cli {

@@ -17,9 +17,9 @@
 
 #include "command_line.h"
 #include "commands.h"
-#include "zipmoe/pool_planner.h"
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/error.h"
+#include "zipmoe/plan/pool_planner.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::cli {
 

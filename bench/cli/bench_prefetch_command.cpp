@@ -1,5 +1,5 @@
 // `zipmoe bench prefetch-accuracy MODEL --text FILE`: how well each expert predictor of speculative
-// prefetch (zipmoe/expert_prefetch.h) names the next MoE layer's experts, on a model whose router is
+// prefetch (zipmoe/experts/expert_prefetch.h) names the next MoE layer's experts, on a model whose router is
 // real (the demo model) and on text it was not profiled on. The text's tokens are split: the first
 // --profile-tokens build the per-token expert table (prefilled in windows); the last --eval-tokens
 // (the demo model's validation split when they are the corpus's last 5 %) are decoded one token at a
@@ -19,11 +19,11 @@
 
 #include "command_line.h"
 #include "commands.h"
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/error.h"
-#include "zipmoe/expert_prefetch.h"
-#include "zipmoe/model.h"
-#include "zipmoe/tokenizer.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/experts/expert_prefetch.h"
+#include "zipmoe/model/model.h"
+#include "zipmoe/text/tokenizer.h"
 
 namespace zipmoe::cli {
 

@@ -19,7 +19,7 @@
 
 #include "bench_harness.h"
 #include "commands.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::cli {
 namespace {

@@ -18,7 +18,7 @@
 #include "command_line.h"
 #include "commands.h"
 #include "runtime_options.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::cli {
 

@@ -35,10 +35,10 @@
 #include "commands.h"
 #include "runtime_options.h"
 #include "zipmoe/build_info.h"
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/error.h"
-#include "zipmoe/openai_server.h"
-#include "zipmoe/serve_scheduler.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/serve/openai_server.h"
+#include "zipmoe/serve/serve_scheduler.h"
 
 namespace zipmoe::cli {
 namespace {

@@ -44,7 +44,7 @@
 #include "command_line.h"
 #include "commands.h"
 #include "runtime_options.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 #include "bench/kernels/kernel_bench.h"
 
 namespace zipmoe::cli {

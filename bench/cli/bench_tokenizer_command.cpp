@@ -13,9 +13,9 @@
 
 #include "command_line.h"
 #include "commands.h"
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/error.h"
-#include "zipmoe/tokenizer.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/text/tokenizer.h"
 
 namespace zipmoe::cli {
 int runBenchTokenizer(const Args& arguments) {

@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "zipmoe/activation_trace.h"
-#include "zipmoe/expert_placement.h"
+#include "zipmoe/trace/activation_trace.h"
+#include "zipmoe/plan/expert_placement.h"
 
 namespace zipmoe::cli {
 

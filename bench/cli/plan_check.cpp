@@ -9,8 +9,8 @@
 
 #include "bench_harness.h"
 #include "runtime_options.h"
-#include "zipmoe/error.h"
-#include "zipmoe/store.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe::cli {
 

@@ -1,5 +1,5 @@
 // `zipmoe plan STORE --check`: the budget advisor's predictions next to measurements. For each
-// budget it predicts the TPOT and TTFT (zipmoe/budget_advisor.h) and then measures them on the real
+// budget it predicts the TPOT and TTFT (zipmoe/plan/budget_advisor.h) and then measures them on the real
 // runtime at that budget (the bench harness: routing replayed from an activation trace, a greedy
 // generation, TPOT over the decode steps after a warm-up), and prints the prediction error. The
 // dense part of the model (its time outside the expert layers) is measured as the app measures it
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "zipmoe/budget_advisor.h"
+#include "zipmoe/plan/budget_advisor.h"
 
 namespace zipmoe::cli {
 

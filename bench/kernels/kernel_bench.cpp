@@ -19,10 +19,10 @@
 #include "kernels/bf16_gemv.h"
 #include "model/linear.h"
 #include "model/weights.h"
-#include "zipmoe/bf16_split.h"
-#include "zipmoe/error.h"
-#include "zipmoe/exponent_codec.h"
-#include "zipmoe/nibble_shard.h"
+#include "zipmoe/format/bf16_split.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/format/exponent_codec.h"
+#include "zipmoe/format/nibble_shard.h"
 
 namespace zipmoe {
 namespace {

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "zipmoe/expert_runtime.h"
+#include "zipmoe/experts/expert_runtime.h"
 
 namespace zipmoe::testing {
 

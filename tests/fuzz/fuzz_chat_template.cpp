@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "zipmoe/chat_template.h"
-#include "zipmoe/error.h"
+#include "zipmoe/text/chat_template.h"
+#include "zipmoe/base/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::vector<zipmoe::ChatMessage> kConversation = {

@@ -1,7 +1,7 @@
 // Fuzzes the E-chunk decoders the store reader runs on bytes from disk. Input layout: byte 0 picks
 // the codec (the Huffman and nibble codecs once per decoder level this CPU supports), bytes 1–3 the expected decoded size (≤ 1 MiB), the rest is the chunk. Decoding must
 // throw zipmoe::Error or succeed, writing only inside the output buffer. For the nibble codec, indexing
-// for the GEMV (zipmoe/nibble_shard.h) runs on the same bytes too: it must fail exactly when decoding
+// for the GEMV (zipmoe/format/nibble_shard.h) runs on the same bytes too: it must fail exactly when decoding
 // fails on a nibble-mode chunk, write only inside its positions, and describe the decoded plane.
 #include <cstddef>
 #include <cstdint>
@@ -10,9 +10,9 @@
 #include <optional>
 #include <vector>
 
-#include "zipmoe/error.h"
-#include "zipmoe/exponent_codec.h"
-#include "zipmoe/nibble_shard.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/format/exponent_codec.h"
+#include "zipmoe/format/nibble_shard.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 4) return 0;

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "zipmoe/error.h"
-#include "zipmoe/store.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/format/store.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "zipmoe/error.h"
-#include "zipmoe/openai_request.h"
-#include "zipmoe/sampler.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/serve/openai_request.h"
+#include "zipmoe/generation/sampler.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

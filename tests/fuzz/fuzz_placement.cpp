@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "zipmoe/error.h"
-#include "zipmoe/expert_placement.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/plan/expert_placement.h"
 
 namespace {
 

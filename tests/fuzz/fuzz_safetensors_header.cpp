@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <span>
 
-#include "zipmoe/error.h"
-#include "zipmoe/safetensors.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/hf/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 4) return 0;

@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "zipmoe/error.h"
-#include "zipmoe/tokenizer.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/text/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string kTexts[] = {

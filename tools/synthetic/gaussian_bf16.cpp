@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "base/random.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 #include "tools/synthetic/synthetic_model.h"
 
 namespace zipmoe {

@@ -15,7 +15,7 @@
 #include "command_line.h"
 #include "commands.h"
 #include "terminal_progress.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 #include "hf/checkpoint_tensors.h"
 #include "tools/synthetic/synthetic_model.h"
 

@@ -19,7 +19,7 @@
 
 #include "hf/hf_directory.h"
 #include "hf/synthetic_tokenizer.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 #include "hf/checkpoint_tensors.h"
 #include "tools/synthetic/synthetic_model.h"
 

@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hf/family_description.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 #include "tools/synthetic/synthetic_model.h"
 
 namespace zipmoe {

@@ -7,7 +7,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::train {
 

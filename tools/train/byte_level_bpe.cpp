@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hf/hf_directory.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::train {
 namespace {

@@ -17,7 +17,7 @@
 #include "hf_export.h"
 #include "mixtral_modules.h"
 #include "token_corpus.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::train {
 namespace {

@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "hf/hf_directory.h"
-#include "zipmoe/error.h"
-#include "zipmoe/safetensors.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/hf/safetensors.h"
 
 namespace zipmoe::train {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::train {
 

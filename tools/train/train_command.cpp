@@ -24,7 +24,7 @@
 #include "tools/train/demo_trainer.h"
 #include "command_line.h"
 #include "commands.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::cli {
 namespace {

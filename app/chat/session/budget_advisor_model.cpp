@@ -11,8 +11,8 @@
 #include <filesystem>
 
 #include "chat_database.h"
-#include "zipmoe/budget_advisor.h"
-#include "zipmoe/store.h"
+#include "zipmoe/plan/budget_advisor.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe::app {
 

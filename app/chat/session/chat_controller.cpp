@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "chat_database.h"
-#include "zipmoe/cost_profile.h"
+#include "zipmoe/profile/cost_profile.h"
 #include "chat_export.h"
 #include "chat_list_model.h"
 #include "engine_worker.h"

@@ -34,7 +34,7 @@
 #include "runtime_monitor.h"
 #include "schedule_inspector.h"
 #include "timeline_model.h"
-#include "zipmoe/reply.h"
+#include "zipmoe/generation/reply.h"
 
 namespace zipmoe::app {
 

@@ -14,13 +14,13 @@
 
 #include "chat_database.h"
 #include "zipmoe/chat_session.h"
-#include "zipmoe/converter.h"
-#include "zipmoe/cost_profile.h"
+#include "zipmoe/format/converter.h"
+#include "zipmoe/profile/cost_profile.h"
 #include "zipmoe/engine.h"
-#include "zipmoe/error.h"
-#include "zipmoe/generator.h"
-#include "zipmoe/model_family.h"
-#include "zipmoe/store.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/model/generator.h"
+#include "zipmoe/hf/model_family.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe::app {
 

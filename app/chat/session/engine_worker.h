@@ -23,8 +23,8 @@
 #include <mutex>
 
 #include "chat_types.h"
-#include "zipmoe/reply.h"
-#include "zipmoe/runtime_options.h"
+#include "zipmoe/generation/reply.h"
+#include "zipmoe/experts/runtime_options.h"
 #include "local_server.h"
 #include "runtime_handle.h"
 

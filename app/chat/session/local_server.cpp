@@ -1,8 +1,8 @@
 #include "local_server.h"
 
 #include "zipmoe/engine.h"
-#include "zipmoe/error.h"
-#include "zipmoe/openai_server.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/serve/openai_server.h"
 
 namespace zipmoe::app {
 

@@ -1,5 +1,5 @@
 // LocalServer — the app's "Local server": the loaded model served over the OpenAI-compatible API on
-// loopback (zipmoe/openai_server.h) with a key generated for this run, while the app keeps chatting.
+// loopback (zipmoe/serve/openai_server.h) with a key generated for this run, while the app keeps chatting.
 //
 // The HTTP requests go to the engine's generation core (Engine::scheduler()), the same one the
 // app's own chat posts its turns to: they are batched together, rendered, fitted to the context and

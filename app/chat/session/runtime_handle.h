@@ -10,7 +10,7 @@
 #include <memory>
 #include <mutex>
 
-#include "zipmoe/expert_runtime.h"
+#include "zipmoe/experts/expert_runtime.h"
 
 namespace zipmoe::app {
 

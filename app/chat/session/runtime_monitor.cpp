@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "timeline_model.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::app {
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "runtime_handle.h"
-#include "zipmoe/trace_events.h"
+#include "zipmoe/trace/trace_events.h"
 
 namespace zipmoe::app {
 

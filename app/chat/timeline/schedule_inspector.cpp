@@ -10,7 +10,7 @@
 
 #include "timeline_colors.h"
 #include "timeline_model.h"
-#include "zipmoe/schedule_prediction.h"
+#include "zipmoe/plan/schedule_prediction.h"
 
 namespace zipmoe::app {
 

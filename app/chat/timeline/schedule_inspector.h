@@ -21,8 +21,8 @@
 #include <optional>
 #include <vector>
 
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/trace_events.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/trace/trace_events.h"
 
 namespace zipmoe::app {
 

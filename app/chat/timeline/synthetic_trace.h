@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "zipmoe/trace_events.h"
+#include "zipmoe/trace/trace_events.h"
 
 namespace zipmoe::app {
 

@@ -11,7 +11,7 @@
 #include <QColor>
 #include <QString>
 
-#include "zipmoe/trace_events.h"
+#include "zipmoe/trace/trace_events.h"
 
 namespace zipmoe::app {
 

@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "zipmoe/trace_events.h"
+#include "zipmoe/trace/trace_events.h"
 
 namespace zipmoe::app {
 

@@ -3,7 +3,7 @@
 // shares) with streaming text, keeping the KV cache of the conversation from one turn to the next.
 //
 // Each reply posts the whole conversation to the core, which renders it with the model's chat
-// template, fits it to the context window (zipmoe/conversation.h) and compares its token ids with
+// template, fits it to the context window (zipmoe/generation/conversation.h) and compares its token ids with
 // the sequence this session left cached there (the session is the cache's owner: no other session
 // or HTTP client reuses it): the cache is rolled back to the longest common prefix and only the
 // rest is prefilled. So a new user turn prefills its own tokens (and the template's framing of
@@ -13,7 +13,7 @@
 // after the system prompt are left out of the rendering (the reply says how many; the
 // conversation keeps them) — or, with ContextOverflow::Error, the reply is refused.
 // Each reply reports how many prompt tokens it had, how many it reused from the cache and how many
-// it prefilled, besides the generation's own figures (GenerationStats, zipmoe/reply.h).
+// it prefilled, besides the generation's own figures (GenerationStats, zipmoe/generation/reply.h).
 //
 // Thread-safety: one thread at a time drives a session (send, reply and the conversation's
 // setters); sessions on one engine may be driven from different threads (the core batches them).
@@ -27,11 +27,11 @@
 #include <string>
 #include <vector>
 
-#include "zipmoe/chat_template.h"
-#include "zipmoe/conversation.h"
+#include "zipmoe/text/chat_template.h"
+#include "zipmoe/generation/conversation.h"
 #include "zipmoe/engine.h"
-#include "zipmoe/reply.h"
-#include "zipmoe/sampler.h"
+#include "zipmoe/generation/reply.h"
+#include "zipmoe/generation/sampler.h"
 
 namespace zipmoe {
 

@@ -30,14 +30,14 @@
 #include <string>
 #include <thread>
 
-#include "zipmoe/activation_trace.h"
-#include "zipmoe/chat_template.h"
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/expert_runtime.h"
-#include "zipmoe/model.h"
-#include "zipmoe/request_routing.h"
-#include "zipmoe/serve_scheduler.h"
-#include "zipmoe/tokenizer.h"
+#include "zipmoe/trace/activation_trace.h"
+#include "zipmoe/text/chat_template.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/experts/expert_runtime.h"
+#include "zipmoe/model/model.h"
+#include "zipmoe/trace/request_routing.h"
+#include "zipmoe/serve/serve_scheduler.h"
+#include "zipmoe/text/tokenizer.h"
 
 namespace zipmoe {
 

@@ -9,7 +9,7 @@
 
 #include "backend/cpu_backend.h"
 #include "backend/host_memory.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 #ifdef ZIPMOE_CUDA_BACKEND
 #include "backend/cuda/cuda_backend.h"
 #endif

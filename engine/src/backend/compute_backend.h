@@ -28,7 +28,7 @@
 #include <string>
 
 #include "io/file_io.h"
-#include "zipmoe/nibble_shard.h"
+#include "zipmoe/format/nibble_shard.h"
 
 namespace zipmoe::backend {
 
@@ -45,8 +45,8 @@ enum class Placement { Host, Device };
 
 // One weight matrix [rows × cols] in one of the forms the expert runtime hands over (exactly one of):
 //   words                      BF16 words;
-//   exponents + signMantissa   the lossless split planes (zipmoe/bf16_split.h);
-//   nibble + signMantissa      nibble codes read in place (zipmoe/nibble_shard.h: one shard per
+//   exponents + signMantissa   the lossless split planes (zipmoe/format/bf16_split.h);
+//   nibble + signMantissa      nibble codes read in place (zipmoe/format/nibble_shard.h: one shard per
 //                              contiguous range of rows, together covering [0, rows)).
 // Every form gives the same products, bit for bit (the recovery is lossless).
 struct Weight {

@@ -12,8 +12,8 @@
 #include "backend/weight_forms.h"
 #include "model/linear.h"
 #include "model/moe_model_ops.h"
-#include "zipmoe/bf16_split.h"
-#include "zipmoe/error.h"
+#include "zipmoe/format/bf16_split.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::backend {
 namespace {

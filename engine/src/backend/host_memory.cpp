@@ -4,7 +4,7 @@
 
 #include <atomic>
 
-#include "zipmoe/bf16_split.h"
+#include "zipmoe/format/bf16_split.h"
 
 namespace zipmoe::backend {
 

@@ -1,4 +1,4 @@
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 #include <cstring>
 

@@ -1,9 +1,9 @@
-// Pool names and parsing (see zipmoe/pools.h).
-#include "zipmoe/pools.h"
+// Pool names and parsing (see zipmoe/base/pools.h).
+#include "zipmoe/base/pools.h"
 
 #include <cctype>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 

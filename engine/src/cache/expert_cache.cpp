@@ -6,7 +6,7 @@
 #include <string>
 
 #include "base/random.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::cache {
 

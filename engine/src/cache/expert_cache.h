@@ -39,13 +39,13 @@
 #include <vector>
 
 #include "io/file_io.h"
-#include "zipmoe/nibble_shard.h"
-#include "zipmoe/pools.h"
-#include "zipmoe/runtime_options.h"
+#include "zipmoe/format/nibble_shard.h"
+#include "zipmoe/base/pools.h"
+#include "zipmoe/experts/runtime_options.h"
 
 namespace zipmoe::cache {
 
-// Entry::pool is a pool's index (zipmoe/pools.h: poolIndex(Pool::F) …) or kNoPool.
+// Entry::pool is a pool's index (zipmoe/base/pools.h: poolIndex(Pool::F) …) or kNoPool.
 inline constexpr int kNoPool = -1;
 
 // What one resident expert keeps, per tensor kind. Empty buffers = part not kept.
@@ -63,7 +63,7 @@ struct Entry {
   uint64_t insertedAt = 0, lastUsed = 0;
   bool marked = false;
   bool pinned = false;  // requested by the layer being executed: never evicted
-  // A C member's E-chunks indexed for reading its nibble codes in place (zipmoe/nibble_shard.h), per
+  // A C member's E-chunks indexed for reading its nibble codes in place (zipmoe/format/nibble_shard.h), per
   // tensor kind, built at its first such use (the positions live in the chunks' padding, inside
   // `tensors`): 0 not tried, 1 indexed, −1 cannot be read in place (kept decoding).
   int8_t nibbleState = 0;

@@ -1,5 +1,5 @@
 // Coordinator: DanceMoE placement over this engine and its nodes, migrated by epochs (see
-// zipmoe/distributed_experts.h).
+// zipmoe/dist/distributed_experts.h).
 #include <algorithm>
 #include <condition_variable>
 #include <thread>
@@ -7,8 +7,8 @@
 #include <optional>
 
 #include "dist/distributed_state.h"
-#include "zipmoe/distributed_experts.h"
-#include "zipmoe/error.h"
+#include "zipmoe/dist/distributed_experts.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 namespace {

@@ -1,6 +1,6 @@
 // DistributedExperts: experts computed here or on the nodes that hold them (see
-// zipmoe/distributed_experts.h).
-#include "zipmoe/distributed_experts.h"
+// zipmoe/dist/distributed_experts.h).
+#include "zipmoe/dist/distributed_experts.h"
 
 #include <algorithm>
 #include <array>
@@ -13,8 +13,8 @@
 #include "base/crc32c.h"
 #include "dist/distributed_state.h"
 #include "model/expert_compute.h"
-#include "zipmoe/error.h"
-#include "zipmoe/expert_node.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/dist/expert_node.h"
 
 namespace zipmoe {
 namespace {

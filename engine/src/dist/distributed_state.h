@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "dist/node_protocol.h"
-#include "zipmoe/distributed_experts.h"
+#include "zipmoe/dist/distributed_experts.h"
 
 namespace zipmoe {
 

@@ -1,5 +1,5 @@
-// The expert node: a gRPC service over the experts one machine holds (see zipmoe/expert_node.h).
-#include "zipmoe/expert_node.h"
+// The expert node: a gRPC service over the experts one machine holds (see zipmoe/dist/expert_node.h).
+#include "zipmoe/dist/expert_node.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -15,9 +15,9 @@
 #include "dist/node_protocol.h"
 #include "model/expert_compute.h"
 #include "model/linear.h"
-#include "zipmoe/error.h"
-#include "zipmoe/model_config.h"
-#include "zipmoe/store.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/hf/model_config.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe {
 namespace {

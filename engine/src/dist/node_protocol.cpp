@@ -1,5 +1,5 @@
 // Shared pieces of the node protocol (see node_protocol.h) and the address and token checks of
-// zipmoe/expert_node.h.
+// zipmoe/dist/expert_node.h.
 #include "dist/node_protocol.h"
 
 #include <arpa/inet.h>
@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "zipmoe/error.h"
-#include "zipmoe/expert_node.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/dist/expert_node.h"
 
 namespace zipmoe {
 namespace dist {

@@ -9,7 +9,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "expert_node.grpc.pb.h"
-#include "zipmoe/expert_provider.h"
+#include "zipmoe/experts/expert_provider.h"
 
 namespace zipmoe::dist {
 

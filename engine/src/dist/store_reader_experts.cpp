@@ -1,13 +1,13 @@
 // makeStoreReaderExperts: every requested expert read from the store when asked, into buffers the
-// batch shares; kept for later requests when asked to (see zipmoe/distributed_experts.h).
+// batch shares; kept for later requests when asked to (see zipmoe/dist/distributed_experts.h).
 #include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
 
-#include "zipmoe/distributed_experts.h"
-#include "zipmoe/error.h"
-#include "zipmoe/store.h"
+#include "zipmoe/dist/distributed_experts.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe {
 namespace {

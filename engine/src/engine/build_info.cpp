@@ -9,10 +9,10 @@
 #include <thread>
 
 #include "model/linear.h"
-#include "zipmoe/bf16_split.h"
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/exponent_codec.h"
-#include "zipmoe/model.h"
+#include "zipmoe/format/bf16_split.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/format/exponent_codec.h"
+#include "zipmoe/model/model.h"
 
 namespace zipmoe {
 

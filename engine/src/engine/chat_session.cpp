@@ -3,8 +3,8 @@
 
 #include <chrono>
 
-#include "zipmoe/error.h"
-#include "zipmoe/serve_scheduler.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/serve/serve_scheduler.h"
 
 namespace zipmoe {
 

@@ -10,8 +10,8 @@
 
 #include "io/file_io.h"
 #include "serve/memory_split.h"
-#include "zipmoe/model_config.h"
-#include "zipmoe/error.h"
+#include "zipmoe/hf/model_config.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 namespace {

@@ -1,7 +1,7 @@
 // ExpertRuntime::open and the OffloadingRuntime's opening (experts/offloading_runtime.h): the options
 // resolved and checked, the strategy chosen by mode, the working set sized, the cache, the first plan,
 // the executor, the page reserve and the replanner started; and the order they stop in.
-#include "zipmoe/expert_runtime.h"
+#include "zipmoe/experts/expert_runtime.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +14,7 @@
 #include "experts/offloading_runtime.h"
 #include "experts/planner_inputs.h"
 #include "experts/zipmoe_strategy.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 #include <nlohmann/json.hpp>
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/file_io.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::experts {
 

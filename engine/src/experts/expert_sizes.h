@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "sched/executor.h"
-#include "zipmoe/pools.h"
-#include "zipmoe/store.h"
+#include "zipmoe/base/pools.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe::experts {
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <map>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::experts {
 

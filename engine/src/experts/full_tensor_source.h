@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "io/file_io.h"
-#include "zipmoe/safetensors.h"
-#include "zipmoe/store.h"
+#include "zipmoe/hf/safetensors.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe::experts {
 

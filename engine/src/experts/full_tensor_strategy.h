@@ -8,8 +8,8 @@
 #include "experts/expert_sizes.h"
 #include "experts/full_tensor_source.h"
 #include "experts/offload_strategy.h"
-#include "zipmoe/runtime_options.h"
-#include "zipmoe/store.h"
+#include "zipmoe/experts/runtime_options.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe::experts {
 

@@ -2,7 +2,7 @@
 #include "experts/offload_strategy.h"
 
 #include "experts/full_tensor_source.h"
-#include "zipmoe/store.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe::experts {
 

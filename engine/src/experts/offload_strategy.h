@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "cache/expert_cache.h"
-#include "zipmoe/pool_planner.h"
+#include "zipmoe/plan/pool_planner.h"
 #include "sched/executor.h"
-#include "zipmoe/expert_provider.h"
-#include "zipmoe/expert_runtime.h"
-#include "zipmoe/pools.h"
+#include "zipmoe/experts/expert_provider.h"
+#include "zipmoe/experts/expert_runtime.h"
+#include "zipmoe/base/pools.h"
 
 namespace zipmoe::experts {
 

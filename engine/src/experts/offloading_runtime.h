@@ -1,4 +1,4 @@
-// Internal: OffloadingRuntime — the expert runtime (see zipmoe/expert_runtime.h): what the ZipMoE
+// Internal: OffloadingRuntime — the expert runtime (see zipmoe/experts/expert_runtime.h): what the ZipMoE
 // runtime and the full-tensor baseline share. Per acquire (the model's thread): count the
 // activations, let the strategy build the layer's job (zipmoe_strategy.h, full_tensor_strategy.h)
 // and hand it to the executor. When the batch ends: commit the kept parts to the cache, fit the
@@ -13,7 +13,7 @@
 //   offloading_runtime_planning.cpp     plans: budget and pool moves, history, prompts, free pages
 //   offloading_runtime_warm_start.cpp   warmUp
 //   offloading_runtime_stats.cpp        stats() and the trace
-// Thread-safety: as ExpertRuntime's (zipmoe/expert_runtime.h). cacheMutex_ guards the cache, the
+// Thread-safety: as ExpertRuntime's (zipmoe/experts/expert_runtime.h). cacheMutex_ guards the cache, the
 // plan, the token counters and the prefetch slots, statsMutex_ the stats; one that takes both takes
 // cacheMutex_ first, and warmMutex_ comes before either. Cost: see docs/RUNTIME.md.
 #pragma once
@@ -36,11 +36,11 @@
 #include "io/page_pool.h"
 #include "io/page_reserve.h"
 #include "sched/executor.h"
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/expert_runtime.h"
-#include "zipmoe/runtime_options.h"
-#include "zipmoe/store.h"
-#include "zipmoe/trace_events.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/experts/expert_runtime.h"
+#include "zipmoe/experts/runtime_options.h"
+#include "zipmoe/format/store.h"
+#include "zipmoe/trace/trace_events.h"
 
 namespace zipmoe::experts {
 

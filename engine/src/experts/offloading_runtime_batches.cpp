@@ -16,8 +16,8 @@
 
 #include "experts/offloading_runtime.h"
 #include "experts/planner_inputs.h"
-#include "zipmoe/error.h"
-#include "zipmoe/pool_planner.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/plan/pool_planner.h"
 
 namespace zipmoe::experts {
 namespace {

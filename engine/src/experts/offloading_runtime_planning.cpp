@@ -11,7 +11,7 @@
 
 #include "experts/offloading_runtime.h"
 #include "experts/planner_inputs.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::experts {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "experts/offloading_runtime.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::experts {
 

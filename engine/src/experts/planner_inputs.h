@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "cache/expert_cache.h"
-#include "zipmoe/pool_planner.h"
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/pools.h"
-#include "zipmoe/runtime_options.h"
+#include "zipmoe/plan/pool_planner.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/base/pools.h"
+#include "zipmoe/experts/runtime_options.h"
 
 namespace zipmoe::experts {
 

@@ -19,11 +19,11 @@
 
 #include "backend/host_memory.h"
 #include "io/file_io.h"
-#include "zipmoe/error.h"
-#include "zipmoe/expert_provider.h"
-#include "zipmoe/model_family.h"
-#include "zipmoe/safetensors.h"
-#include "zipmoe/store.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/experts/expert_provider.h"
+#include "zipmoe/hf/model_family.h"
+#include "zipmoe/hf/safetensors.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe {
 namespace {

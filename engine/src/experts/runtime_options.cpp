@@ -1,11 +1,11 @@
-// Eviction policy names and MemoryBudget (see zipmoe/runtime_options.h).
-#include "zipmoe/runtime_options.h"
+// Eviction policy names and MemoryBudget (see zipmoe/experts/runtime_options.h).
+#include "zipmoe/experts/runtime_options.h"
 
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 

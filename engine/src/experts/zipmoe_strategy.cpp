@@ -7,7 +7,7 @@
 
 #include "sched/schedule.h"
 #include "sched/tensor_codes.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::experts {
 

@@ -21,9 +21,9 @@
 #include "experts/full_tensor_source.h"
 #include "experts/offload_strategy.h"
 #include "experts/planner_inputs.h"
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/runtime_options.h"
-#include "zipmoe/store.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/experts/runtime_options.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe::experts {
 

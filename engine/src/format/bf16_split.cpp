@@ -2,15 +2,15 @@
 // 32 / 64 words per step with the same formulas, and fall back to the scalar loop for the tail.
 // Functions carry __attribute__((target)) so the file builds for any x86-64 and the right kernel is
 // chosen at run time from CPUID.
-#include "zipmoe/bf16_split.h"
+#include "zipmoe/format/bf16_split.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
 #include <chrono>
 
-#include "zipmoe/error.h"
-#include "zipmoe/expert_provider.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/experts/expert_provider.h"
 
 namespace zipmoe::bf16 {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::detail {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "zipmoe/exponent_codec.h"
+#include "zipmoe/format/exponent_codec.h"
 
 namespace zipmoe::detail {
 

@@ -1,5 +1,5 @@
 // HF checkpoint → ZipMoE store, and the bit-exact verification of a store against its source.
-#include "zipmoe/converter.h"
+#include "zipmoe/format/converter.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,11 +14,11 @@
 
 #include "base/crc32c.h"
 #include "io/file_io.h"
-#include "zipmoe/bf16_split.h"
-#include "zipmoe/error.h"
-#include "zipmoe/model_family.h"
-#include "zipmoe/safetensors.h"
-#include "zipmoe/store.h"
+#include "zipmoe/format/bf16_split.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/hf/model_family.h"
+#include "zipmoe/hf/safetensors.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe {
 namespace {

@@ -1,12 +1,12 @@
 // The codec registry: names, levels, the factory, and the raw (identity) codec.
-#include "zipmoe/exponent_codec.h"
+#include "zipmoe/format/exponent_codec.h"
 
 #include <charconv>
 #include <cmath>
 #include <cstring>
 
 #include "format/codecs.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 namespace {

@@ -54,7 +54,7 @@
 #include "format/chunk_coding.h"
 #include "format/codecs.h"
 #include "format/huffman_code_lengths.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::detail {
 namespace {

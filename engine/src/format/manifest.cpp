@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "io/file_io.h"
-#include "zipmoe/error.h"
-#include "zipmoe/store.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe {
 namespace {

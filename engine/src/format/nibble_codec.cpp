@@ -26,7 +26,7 @@
 // and invalid codes). A code byte (scalar) or block (avx2) with an escape or an invalid code is decoded
 // one symbol at a time by the same function at both levels, so they produce identical output and
 // identical errors.
-// Indexing (zipmoe/nibble_shard.h, indexNibbleChunk): for decoding's kernels, which read the codes in
+// Indexing (zipmoe/format/nibble_shard.h, indexNibbleChunk): for decoding's kernels, which read the codes in
 // place, one pass over a nibble-mode chunk's codes checks them as decoding does (the same messages,
 // found in the same order) and lists the positions of its escaped symbols.
 #include <immintrin.h>
@@ -39,8 +39,8 @@
 
 #include "format/chunk_coding.h"
 #include "format/codecs.h"
-#include "zipmoe/error.h"
-#include "zipmoe/nibble_shard.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/format/nibble_shard.h"
 
 namespace zipmoe::detail {
 namespace {

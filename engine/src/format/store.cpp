@@ -1,5 +1,5 @@
 // Store: opening a converted model and reading its chunks.
-#include "zipmoe/store.h"
+#include "zipmoe/format/store.h"
 
 #include <fcntl.h>
 #include <sys/uio.h>
@@ -13,8 +13,8 @@
 
 #include "base/crc32c.h"
 #include "io/file_io.h"
-#include "zipmoe/bf16_split.h"
-#include "zipmoe/error.h"
+#include "zipmoe/format/bf16_split.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 namespace {

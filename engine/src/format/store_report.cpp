@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "zipmoe/converter.h"
-#include "zipmoe/store.h"
+#include "zipmoe/format/converter.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "format/codecs.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::detail {
 namespace {

@@ -1,6 +1,6 @@
-// Conversation rendering and the context policy (see zipmoe/conversation.h), and the names of the
-// reply's enums (zipmoe/reply.h).
-#include "zipmoe/conversation.h"
+// Conversation rendering and the context policy (see zipmoe/generation/conversation.h), and the names of the
+// reply's enums (zipmoe/generation/reply.h).
+#include "zipmoe/generation/conversation.h"
 
 #include <algorithm>
 

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "generation/stop_string_filter.h"
-#include "zipmoe/reply.h"
-#include "zipmoe/sampler.h"
-#include "zipmoe/tokenizer.h"
+#include "zipmoe/generation/reply.h"
+#include "zipmoe/generation/sampler.h"
+#include "zipmoe/text/tokenizer.h"
 
 namespace zipmoe {
 

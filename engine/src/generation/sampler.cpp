@@ -11,14 +11,14 @@
 //    numbers on every platform for a seed). Probabilities are computed in double.
 // Candidates are found by partial sorting (order_), so a draw costs O(vocab log k) rather than a full
 // sort; top-p widens its partial sort geometrically until the mass is reached.
-#include "zipmoe/sampler.h"
+#include "zipmoe/generation/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 

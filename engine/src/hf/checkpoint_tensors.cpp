@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hf/family_description.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "zipmoe/error.h"
-#include "zipmoe/model_config.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/hf/model_config.h"
 
 namespace zipmoe {
 

@@ -21,8 +21,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "zipmoe/model_family.h"
-#include "zipmoe/safetensors.h"
+#include "zipmoe/hf/model_family.h"
+#include "zipmoe/hf/safetensors.h"
 
 namespace zipmoe {
 

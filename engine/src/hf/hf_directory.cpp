@@ -6,7 +6,7 @@
 #include <fstream>
 #include <system_error>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::hf {
 

@@ -17,8 +17,8 @@
 
 #include "hf/config_fields.h"
 #include "hf/family_description.h"
-#include "zipmoe/error.h"
-#include "zipmoe/model_config.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/hf/model_config.h"
 
 namespace zipmoe {
 namespace {

@@ -1,17 +1,17 @@
 // The family registry: the list of family descriptions (hf/families/, one file each) and the
-// lookups of zipmoe/model_family.h built on it.
+// lookups of zipmoe/hf/model_family.h built on it.
 //
 // Classifying a tensor name is a strict parse against the family's ExpertNamePatterns, not a substring
 // search: shared experts, routers, biases and any name with extra or missing parts must stay dense,
 // because a false positive would make the store split a tensor that the runtime then cannot find
 // where it expects it.
-#include "zipmoe/model_family.h"
+#include "zipmoe/hf/model_family.h"
 
 #include <array>
 #include <nlohmann/json.hpp>
 
 #include "hf/family_description.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 namespace {

@@ -1,7 +1,7 @@
 // Safetensors reading and writing. The header is validated as strictly as the reference
 // implementation: tensors must cover the data section exactly, without overlaps or holes, and each
 // tensor's byte size must equal its element count times its dtype size.
-#include "zipmoe/safetensors.h"
+#include "zipmoe/hf/safetensors.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include <set>
 
 #include "io/file_io.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 namespace {

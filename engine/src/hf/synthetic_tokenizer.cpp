@@ -23,7 +23,7 @@
 
 #include "hf/family_description.h"
 #include "hf/hf_directory.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::hf {
 namespace {

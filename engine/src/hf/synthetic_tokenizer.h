@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "zipmoe/model_family.h"
+#include "zipmoe/hf/model_family.h"
 
 namespace zipmoe::hf {
 

@@ -15,7 +15,7 @@
 #include <sstream>
 #include <utility>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::io {
 

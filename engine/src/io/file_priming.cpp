@@ -1,5 +1,5 @@
-// primeFile (see zipmoe/file_priming.h).
-#include "zipmoe/file_priming.h"
+// primeFile (see zipmoe/io/file_priming.h).
+#include "zipmoe/io/file_priming.h"
 
 #include <fcntl.h>
 

@@ -14,8 +14,8 @@
 #include <cstring>
 #include <string>
 
-#include "zipmoe/bf16_split.h"
-#include "zipmoe/error.h"
+#include "zipmoe/format/bf16_split.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::kernels {
 namespace {
@@ -35,7 +35,7 @@ struct SplitRows {  // the lossless split: an exponent plane and a sign-mantissa
   uint16_t word(size_t r, size_t c) const { return bf16::mergeWord(e[r * cols + c], sm[r * cols + c]); }
 };
 
-// The exponents as nibble codes of one shard (zipmoe/nibble_shard.h) and the sign-mantissa plane.
+// The exponents as nibble codes of one shard (zipmoe/format/nibble_shard.h) and the sign-mantissa plane.
 struct NibbleRows {
   const NibbleShard* s;
   const uint8_t* sm;

@@ -21,7 +21,7 @@
 #include <span>
 #include <vector>
 
-#include "zipmoe/nibble_shard.h"
+#include "zipmoe/format/nibble_shard.h"
 
 namespace zipmoe::kernels {
 
@@ -37,7 +37,7 @@ GemvLevel bestGemvLevel();  // the widest supported level (the fastest: see `zip
 void gemvBf16(GemvLevel level, const uint16_t* w, size_t cols, size_t rowBegin, size_t rowEnd, const uint16_t* x,
               size_t batch, float* y, size_t ldy);
 
-// The same product with W given as its lossless split (zipmoe/bf16_split.h): an exponent plane and a
+// The same product with W given as its lossless split (zipmoe/format/bf16_split.h): an exponent plane and a
 // sign-mantissa plane, one byte per weight each, row-major [rows × cols]. The words are merged in
 // registers as they are loaded — no recovered tensor is written — and the result is bit-identical
 // to gemvBf16 at the same level on the merged words (the same fp32 operations in the same order).
@@ -45,7 +45,7 @@ void gemvBf16(GemvLevel level, const uint16_t* w, size_t cols, size_t rowBegin, 
 void gemvSplitBf16(GemvLevel level, const uint8_t* exponents, const uint8_t* signMantissa, size_t cols,
                    size_t rowBegin, size_t rowEnd, const uint16_t* x, size_t batch, float* y, size_t ldy);
 
-// The same product with W's exponents as `nibble` codes read in place (zipmoe/nibble_shard.h): each
+// The same product with W's exponents as `nibble` codes read in place (zipmoe/format/nibble_shard.h): each
 // shard codes a contiguous range of rows; each block of 32 codes (8 for AVX2) is looked up in the
 // shard's dictionary with a byte shuffle and merged with the sign-mantissa plane in registers, a block
 // holding an escape through its shard's escape positions. Bit-identical to gemvBf16 at the same level

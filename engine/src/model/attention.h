@@ -21,7 +21,7 @@
 
 #include "model/kv_cache.h"
 #include "model/rope.h"
-#include "zipmoe/model_config.h"
+#include "zipmoe/hf/model_config.h"
 
 namespace zipmoe {
 

@@ -6,7 +6,7 @@
 
 #include "base/random.h"
 #include "model/router.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 namespace {

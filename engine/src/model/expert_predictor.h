@@ -1,4 +1,4 @@
-// Internal: the model's expert predictor for speculative prefetch (zipmoe/expert_prefetch.h). Each
+// Internal: the model's expert predictor for speculative prefetch (zipmoe/experts/expert_prefetch.h). Each
 // MoE block calls afterAcquire() right after it has asked the provider for its experts: the
 // predictor scores the prediction it made for this layer, records history (the previous step's
 // experts, an ExpertTokenTable when asked) and hints the provider with the next MoE layer's
@@ -13,10 +13,10 @@
 #include <span>
 #include <vector>
 
-#include "zipmoe/expert_prefetch.h"
-#include "zipmoe/expert_provider.h"
-#include "zipmoe/model_config.h"
-#include "zipmoe/routing_override.h"
+#include "zipmoe/experts/expert_prefetch.h"
+#include "zipmoe/experts/expert_provider.h"
+#include "zipmoe/hf/model_config.h"
+#include "zipmoe/model/routing_override.h"
 
 namespace zipmoe {
 

@@ -1,4 +1,4 @@
-// ExpertTokenTable and the predictor names (see zipmoe/expert_prefetch.h). Thread-safety: see there.
+// ExpertTokenTable and the predictor names (see zipmoe/experts/expert_prefetch.h). Thread-safety: see there.
 // Cost: record O(k), predict O(experts · log), save/load linear in the pairs.
 #include <algorithm>
 #include <cstdio>
@@ -7,8 +7,8 @@
 #include <sstream>
 #include <string>
 
-#include "zipmoe/error.h"
-#include "zipmoe/expert_prefetch.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/experts/expert_prefetch.h"
 
 namespace zipmoe {
 

@@ -6,14 +6,14 @@
 // ends the reply as "stopped" at once; the stop flag is checked before the prefill and after every
 // token. The sequence is removed from the model by a guard, so also when forward() or the callback
 // throws.
-#include "zipmoe/generator.h"
+#include "zipmoe/model/generator.h"
 
 #include <algorithm>
 #include <chrono>
 #include <utility>
 
 #include "generation/reply_stream.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "kernels/bf16_gemv.h"
 #include "kernels/compute_pool.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 namespace {

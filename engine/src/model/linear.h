@@ -28,8 +28,8 @@
 
 #include <ATen/ATen.h>
 
-#include "zipmoe/model.h"
-#include "zipmoe/nibble_shard.h"
+#include "zipmoe/model/model.h"
+#include "zipmoe/format/nibble_shard.h"
 
 namespace zipmoe {
 
@@ -84,7 +84,7 @@ bool gemvProjects(int64_t rows);
 // REQUIRES: gemvProjects(rows of x), x BF16 with cols columns (throws zipmoe::Error otherwise).
 at::Tensor projectSplit(const at::Tensor& x, const uint8_t* exponents, const uint8_t* signMantissa, int64_t outRows,
                         int64_t cols);
-// The same with the exponents as nibble codes read in place (zipmoe/nibble_shard.h, one shard per
+// The same with the exponents as nibble codes read in place (zipmoe/format/nibble_shard.h, one shard per
 // contiguous range of rows, together covering [0, outRows)): bit-identical to project() on the merged
 // tensor, with no exponent plane decoded. Counts 1.5 bytes per weight read.
 // REQUIRES: as projectSplit; cols even; shards from indexNibbleChunk. Throws zipmoe::Error when the

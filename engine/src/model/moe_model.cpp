@@ -25,8 +25,8 @@
 #include "model/moe_model_ffn.h"
 #include "model/moe_model_ops.h"
 #include "model/weights.h"
-#include "zipmoe/error.h"
-#include "zipmoe/model.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/model/model.h"
 
 namespace zipmoe {
 namespace {

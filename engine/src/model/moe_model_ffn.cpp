@@ -15,8 +15,8 @@
 #include "model/moe_model_ops.h"
 #include "model/remote_expert_step.h"
 #include "model/weights.h"
-#include "zipmoe/bf16_split.h"
-#include "zipmoe/error.h"
+#include "zipmoe/format/bf16_split.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 namespace {

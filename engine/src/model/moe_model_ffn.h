@@ -22,9 +22,9 @@
 #include <ATen/ATen.h>
 
 #include "model/router.h"
-#include "zipmoe/expert_provider.h"
-#include "zipmoe/model_config.h"
-#include "zipmoe/routing_override.h"
+#include "zipmoe/experts/expert_provider.h"
+#include "zipmoe/hf/model_config.h"
+#include "zipmoe/model/routing_override.h"
 
 namespace zipmoe {
 

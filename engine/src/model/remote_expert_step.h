@@ -11,7 +11,7 @@
 
 #include <ATen/ATen.h>
 
-#include "zipmoe/expert_provider.h"
+#include "zipmoe/experts/expert_provider.h"
 
 namespace zipmoe {
 

@@ -12,7 +12,7 @@
 
 #include <ATen/ATen.h>
 
-#include "zipmoe/model_config.h"
+#include "zipmoe/hf/model_config.h"
 
 namespace zipmoe {
 

@@ -20,7 +20,7 @@
 #include <ATen/ATen.h>
 
 #include "hf/family_description.h"
-#include "zipmoe/model_config.h"
+#include "zipmoe/hf/model_config.h"
 
 namespace zipmoe {
 

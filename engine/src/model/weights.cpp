@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "io/file_io.h"
-#include "zipmoe/error.h"
-#include "zipmoe/safetensors.h"
-#include "zipmoe/store.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/hf/safetensors.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe {
 namespace {

@@ -1,5 +1,5 @@
-// BudgetAdvisor (see zipmoe/budget_advisor.h): the runtime's planning path, priced per token.
-#include "zipmoe/budget_advisor.h"
+// BudgetAdvisor (see zipmoe/plan/budget_advisor.h): the runtime's planning path, priced per token.
+#include "zipmoe/plan/budget_advisor.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +9,8 @@
 
 #include "experts/expert_sizes.h"
 #include "experts/planner_inputs.h"
-#include "zipmoe/error.h"
-#include "zipmoe/pool_planner.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/plan/pool_planner.h"
 
 namespace zipmoe {
 

@@ -1,6 +1,6 @@
 // Expert placement across machines: DanceMoE's Algorithms 1-2 and Eqs. 2-4 (see expert_placement.h).
 // Thread-safety: pure functions. Cost: see the header.
-#include "zipmoe/expert_placement.h"
+#include "zipmoe/plan/expert_placement.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 namespace {

@@ -3,7 +3,7 @@
 // planLayer and planModel do the per-layer work once — fitting q (IPF) and tabulating the hit
 // distribution Φ of every rank interval [a, b) — so that each grid point of Algorithm 4 costs only
 // table look-ups and the sum over hit patterns.
-#include "zipmoe/pool_planner.h"
+#include "zipmoe/plan/pool_planner.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::plan {
 namespace {

@@ -1,6 +1,6 @@
-// predictLayerSchedule (see zipmoe/schedule_prediction.h): the runtime's Algorithm 1 and simulation,
+// predictLayerSchedule (see zipmoe/plan/schedule_prediction.h): the runtime's Algorithm 1 and simulation,
 // redone from what a layer's trace shows.
-#include "zipmoe/schedule_prediction.h"
+#include "zipmoe/plan/schedule_prediction.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "sched/schedule.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 

@@ -1,5 +1,5 @@
-// CostProfile measurement, identity checks and JSON persistence (see zipmoe/cost_profile.h).
-#include "zipmoe/cost_profile.h"
+// CostProfile measurement, identity checks and JSON persistence (see zipmoe/profile/cost_profile.h).
+#include "zipmoe/profile/cost_profile.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -17,8 +17,8 @@
 
 #include "base/crc32c.h"
 #include "io/file_io.h"
-#include "zipmoe/bf16_split.h"
-#include "zipmoe/error.h"
+#include "zipmoe/format/bf16_split.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 namespace {

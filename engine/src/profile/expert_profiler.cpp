@@ -13,7 +13,7 @@
 #include "model/linear.h"
 #include "model/moe_model_ops.h"
 #include "zipmoe/engine.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 

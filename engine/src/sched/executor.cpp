@@ -12,7 +12,7 @@
 
 #include "backend/host_memory.h"
 #include "sched/layer_batch.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::sched {
 

@@ -31,10 +31,10 @@
 #include "io/file_io.h"
 #include "io/page_pool.h"
 #include "sched/schedule.h"
-#include "zipmoe/expert_provider.h"
-#include "zipmoe/nibble_shard.h"
-#include "zipmoe/store.h"
-#include "zipmoe/trace_events.h"
+#include "zipmoe/experts/expert_provider.h"
+#include "zipmoe/format/nibble_shard.h"
+#include "zipmoe/format/store.h"
+#include "zipmoe/trace/trace_events.h"
 
 namespace zipmoe::sched {
 

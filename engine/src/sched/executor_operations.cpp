@@ -7,7 +7,7 @@
 
 #include "sched/executor.h"
 #include "sched/tensor_codes.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::sched {
 

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <vector>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::sched {
 

@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "sched/executor.h"
-#include "zipmoe/expert_provider.h"
+#include "zipmoe/experts/expert_provider.h"
 
 namespace zipmoe::sched {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <utility>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::sched {
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::sched {
 

@@ -1,5 +1,5 @@
 // Internal: one expert tensor's E-chunks indexed for reading its nibble codes in place
-// (zipmoe/nibble_shard.h), as a C member's buffer holds them: the chunks one after another, each
+// (zipmoe/format/nibble_shard.h), as a C member's buffer holds them: the chunks one after another, each
 // padded to its ChunkRef::paddedSize, and each chunk's escape positions written into its own padding.
 // Used for a C member the runtime keeps (experts/zipmoe_strategy.cpp, at its first in-place hit or its
 // warm start) and for a miss a worker indexes instead of decoding (sched/executor_operations.cpp).
@@ -11,8 +11,8 @@
 #include <optional>
 #include <vector>
 
-#include "zipmoe/nibble_shard.h"
-#include "zipmoe/store.h"
+#include "zipmoe/format/nibble_shard.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe::sched {
 

@@ -1,5 +1,5 @@
 // The CoServe policy's pieces (CoServe §4.2, adapted to an MoE decoder served with continuous
-// batching; zipmoe/serve_scheduler.h says where they are used).
+// batching; zipmoe/serve/serve_scheduler.h says where they are used).
 //
 // UsageProfile: one request's own observed expert usage — per MoE layer, how many of its tokens the
 // router sent to each expert (its prompt's prefill and every decode step so far; a conversation's

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::serve {
 

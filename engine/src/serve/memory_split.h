@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string>
 
-#include "zipmoe/model_config.h"
+#include "zipmoe/hf/model_config.h"
 
 namespace zipmoe::serve {
 

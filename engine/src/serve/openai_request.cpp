@@ -1,5 +1,5 @@
-// parseGenerationRequest and ApiError (see zipmoe/openai_request.h).
-#include "zipmoe/openai_request.h"
+// parseGenerationRequest and ApiError (see zipmoe/serve/openai_request.h).
+#include "zipmoe/serve/openai_request.h"
 
 #include <cmath>
 #include <limits>

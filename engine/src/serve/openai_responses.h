@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "zipmoe/openai_request.h"
-#include "zipmoe/serve_scheduler.h"
+#include "zipmoe/serve/openai_request.h"
+#include "zipmoe/serve/serve_scheduler.h"
 
 namespace zipmoe::serve {
 

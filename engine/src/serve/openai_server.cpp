@@ -1,5 +1,5 @@
-// OpenAiServer (see zipmoe/openai_server.h): cpp-httplib routes around the scheduler's tickets.
-#include "zipmoe/openai_server.h"
+// OpenAiServer (see zipmoe/serve/openai_server.h): cpp-httplib routes around the scheduler's tickets.
+#include "zipmoe/serve/openai_server.h"
 
 #include <httplib.h>
 #include <sys/socket.h>
@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/openai_responses.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 

@@ -1,5 +1,5 @@
-// RequestTicket (see zipmoe/serve_scheduler.h): a mutex, a condition variable and a queue of events.
-#include "zipmoe/serve_scheduler.h"
+// RequestTicket (see zipmoe/serve/serve_scheduler.h): a mutex, a condition variable and a queue of events.
+#include "zipmoe/serve/serve_scheduler.h"
 
 namespace zipmoe {
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "serve/scheduler_loop.h"
-#include "zipmoe/conversation.h"
-#include "zipmoe/error.h"
+#include "zipmoe/generation/conversation.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 

@@ -1,11 +1,11 @@
-// The serving scheduler's engine thread (zipmoe/serve_scheduler.h): its state and its steps.
+// The serving scheduler's engine thread (zipmoe/serve/serve_scheduler.h): its state and its steps.
 // ServeScheduler::Loop owns the requests once they left the inbox — waiting, live (prefilling,
 // parked under coserve, decoding) and the finished conversations cached for prefix reuse — and is
 // driven by ServeScheduler::run(): take new requests, drop cancelled ones, admit, run one forward
 // step, publish the counters. Admission and memory: scheduler_admission.cpp; the forward step and
 // each reply's tokens: scheduler_step.cpp. Internal to serve/.
 // Thread-safety: only the engine thread touches a Loop; Shared is the one part other threads see
-// (under its mutex). Cost: see zipmoe/serve_scheduler.h.
+// (under its mutex). Cost: see zipmoe/serve/serve_scheduler.h.
 #pragma once
 
 #include <chrono>
@@ -20,7 +20,7 @@
 #include "generation/reply_stream.h"
 #include "serve/coserve_policy.h"
 #include "serve/memory_split.h"
-#include "zipmoe/serve_scheduler.h"
+#include "zipmoe/serve/serve_scheduler.h"
 
 namespace zipmoe {
 

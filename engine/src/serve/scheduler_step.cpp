@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "serve/scheduler_loop.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 

@@ -1,16 +1,16 @@
-// ServeScheduler (see zipmoe/serve_scheduler.h): its public face and the engine thread's loop. The
+// ServeScheduler (see zipmoe/serve/serve_scheduler.h): its public face and the engine thread's loop. The
 // loop's state and steps are ServeScheduler::Loop (scheduler_loop.h: admission and memory in
 // scheduler_admission.cpp, the forward step and the replies in scheduler_step.cpp); the request
 // channel is request_ticket.cpp, the CoServe policy coserve_policy.h, the memory split
 // memory_split.h. Each request's reply goes token by token through its own ReplyStream and its
-// conversation is rendered by renderConversation (zipmoe/conversation.h), so that a request's
+// conversation is rendered by renderConversation (zipmoe/generation/conversation.h), so that a request's
 // greedy tokens and text do not depend on which door it came through.
-#include "zipmoe/serve_scheduler.h"
+#include "zipmoe/serve/serve_scheduler.h"
 
 #include <atomic>
 
 #include "serve/scheduler_loop.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 

@@ -7,7 +7,7 @@
 // message contains msg. fromTokenizerConfig understands both forms of `chat_template` (a string, or a
 // list of {name, template} from which "default" is used) and both forms of special tokens (a string, or
 // an AddedToken object with "content").
-#include "zipmoe/chat_template.h"
+#include "zipmoe/text/chat_template.h"
 
 #include <fstream>
 
@@ -15,7 +15,7 @@
 
 #include "text/jinja_ast.h"
 #include "text/jinja_eval.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 

@@ -10,8 +10,8 @@
 
 #include "text/tokenizer_internal.h"
 #include "text/unicode_tables.h"
-#include "zipmoe/error.h"
-#include "zipmoe/tokenizer.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/text/tokenizer.h"
 
 namespace zipmoe {
 namespace tok {

@@ -6,7 +6,7 @@
 
 #include <stdexcept>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 #include "text/unicode_tables.h"
 

@@ -1,6 +1,6 @@
 // ActivationTrace (see activation_trace.h): parsing and validating a trace file.
 // Thread-safety: load() is independent per call; a trace is immutable. Cost: one pass over the file.
-#include "zipmoe/activation_trace.h"
+#include "zipmoe/trace/activation_trace.h"
 
 #include <algorithm>
 #include <charconv>
@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "io/file_io.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 namespace {

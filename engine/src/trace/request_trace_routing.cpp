@@ -1,8 +1,8 @@
-// RequestTraceRouting: one TraceRouting per served request (zipmoe/request_routing.h).
+// RequestTraceRouting: one TraceRouting per served request (zipmoe/trace/request_routing.h).
 #include <string>
 
-#include "zipmoe/error.h"
-#include "zipmoe/request_routing.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/trace/request_routing.h"
 
 namespace zipmoe {
 

@@ -1,6 +1,6 @@
 // TraceBuffer (a bounded multi-producer queue after D. Vyukov's design: one sequence number per
 // cell; a producer claims a slot by CAS on the enqueue position) and the Chrome trace writer.
-#include "zipmoe/trace_events.h"
+#include "zipmoe/trace/trace_events.h"
 
 #include <cerrno>
 #include <cstring>
@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "base/random.h"
-#include "zipmoe/activation_trace.h"
-#include "zipmoe/error.h"
+#include "zipmoe/trace/activation_trace.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 namespace {

@@ -21,7 +21,7 @@
 #include "test_support.h"
 #include "zipmoe/chat_session.h"
 #include "zipmoe/engine.h"
-#include "zipmoe/generator.h"
+#include "zipmoe/model/generator.h"
 
 using namespace zipmoe;
 using nlohmann::json;

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_support.h"
-#include "zipmoe/converter.h"
+#include "zipmoe/format/converter.h"
 
 using namespace zipmoe;
 using nlohmann::json;

@@ -1,10 +1,10 @@
-// The pools' names, bits and the parsing of a user's pool subset (zipmoe/pools.h), defined once for
+// The pools' names, bits and the parsing of a user's pool subset (zipmoe/base/pools.h), defined once for
 // the CLI, the app, the planner and the cache.
 #include <QtTest>
 
 #include "test_support.h"
-#include "zipmoe/error.h"
-#include "zipmoe/pools.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/base/pools.h"
 
 using namespace zipmoe;
 

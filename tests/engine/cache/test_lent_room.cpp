@@ -6,7 +6,7 @@
 #include <QtTest>
 
 #include "cache/expert_cache.h"
-#include "zipmoe/pools.h"
+#include "zipmoe/base/pools.h"
 
 using namespace zipmoe;
 using zipmoe::cache::ExpertCache;

@@ -26,8 +26,8 @@
 #include "backend/backend_registry.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_recovery.h"
-#include "zipmoe/bf16_split.h"
-#include "zipmoe/error.h"
+#include "zipmoe/format/bf16_split.h"
+#include "zipmoe/base/error.h"
 
 using namespace zipmoe;
 using backend::Weight;

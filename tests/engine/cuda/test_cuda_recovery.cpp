@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "backend/cuda/cuda_recovery.h"
-#include "zipmoe/bf16_split.h"
-#include "zipmoe/error.h"
+#include "zipmoe/format/bf16_split.h"
+#include "zipmoe/base/error.h"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <functional>
 
 #include "test_support.h"
-#include "zipmoe/converter.h"
-#include "zipmoe/model.h"
+#include "zipmoe/format/converter.h"
+#include "zipmoe/model/model.h"
 #include "tools/synthetic/synthetic_model.h"
 
 namespace zipmoe::testing {

@@ -9,10 +9,10 @@
 #include <thread>
 
 #include "dist_fixture.h"
-#include "zipmoe/distributed_experts.h"
-#include "zipmoe/error.h"
-#include "zipmoe/expert_node.h"
-#include "zipmoe/routing_override.h"
+#include "zipmoe/dist/distributed_experts.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/dist/expert_node.h"
+#include "zipmoe/model/routing_override.h"
 
 using namespace zipmoe;
 using namespace zipmoe::testing;

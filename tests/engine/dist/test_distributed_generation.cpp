@@ -6,9 +6,9 @@
 #include <QtTest>
 
 #include "dist_fixture.h"
-#include "zipmoe/distributed_experts.h"
-#include "zipmoe/error.h"
-#include "zipmoe/expert_node.h"
+#include "zipmoe/dist/distributed_experts.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/dist/expert_node.h"
 
 using namespace zipmoe;
 using namespace zipmoe::testing;

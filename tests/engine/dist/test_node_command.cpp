@@ -9,7 +9,7 @@
 
 #include "dist_fixture.h"
 #include "node_process.h"
-#include "zipmoe/expert_placement.h"
+#include "zipmoe/plan/expert_placement.h"
 
 using namespace zipmoe;
 using namespace zipmoe::testing;

@@ -13,10 +13,10 @@
 
 #include "dist_fixture.h"
 #include "node_process.h"
-#include "zipmoe/distributed_experts.h"
-#include "zipmoe/error.h"
-#include "zipmoe/expert_node.h"
-#include "zipmoe/expert_placement.h"
+#include "zipmoe/dist/distributed_experts.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/dist/expert_node.h"
+#include "zipmoe/plan/expert_placement.h"
 
 using namespace zipmoe;
 using namespace zipmoe::testing;

@@ -14,7 +14,7 @@
 #include "test_support.h"
 #include "zipmoe/chat_session.h"
 #include "zipmoe/engine.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 using namespace zipmoe;
 

@@ -15,10 +15,10 @@
 #include <span>
 #include <vector>
 
-#include "zipmoe/converter.h"
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/expert_runtime.h"
-#include "zipmoe/store.h"
+#include "zipmoe/format/converter.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/experts/expert_runtime.h"
+#include "zipmoe/format/store.h"
 #include "tools/synthetic/synthetic_model.h"
 
 namespace zipmoe::testing {
@@ -86,7 +86,7 @@ inline Stream requestStream(int steps, int layers, int experts, int k, uint64_t 
 }
 
 // A tensor's exponent plane from the nibble codes a provider handed in place (ReadyExpert::nibble),
-// read symbol by symbol as the format describes them (zipmoe/nibble_shard.h): the test's own reading,
+// read symbol by symbol as the format describes them (zipmoe/format/nibble_shard.h): the test's own reading,
 // apart from the kernels'. Fails the test on shards that do not cover the tensor.
 inline std::vector<uint8_t> nibbleExponents(std::span<const NibbleShard> shards, const ExpertTensorEntry& tensor,
                                             size_t numel) {

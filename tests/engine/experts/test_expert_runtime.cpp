@@ -24,11 +24,11 @@
 #include "engine/experts/runtime_fixture.h"
 #include "io/page_reserve.h"
 #include "test_support.h"
-#include "zipmoe/converter.h"
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/error.h"
-#include "zipmoe/expert_runtime.h"
-#include "zipmoe/store.h"
+#include "zipmoe/format/converter.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/experts/expert_runtime.h"
+#include "zipmoe/format/store.h"
 #include "tools/synthetic/synthetic_model.h"
 
 using namespace zipmoe;

@@ -11,11 +11,11 @@
 
 #include "engine/budget_slider.h"
 #include "test_support.h"
-#include "zipmoe/activation_trace.h"
-#include "zipmoe/converter.h"
+#include "zipmoe/trace/activation_trace.h"
+#include "zipmoe/format/converter.h"
 #include "zipmoe/engine.h"
-#include "zipmoe/error.h"
-#include "zipmoe/generator.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/model/generator.h"
 #include "tools/synthetic/synthetic_model.h"
 
 using namespace zipmoe;

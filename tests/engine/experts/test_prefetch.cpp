@@ -13,8 +13,8 @@
 
 #include "engine/experts/runtime_fixture.h"
 #include "test_support.h"
-#include "zipmoe/error.h"
-#include "zipmoe/trace_events.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/trace/trace_events.h"
 
 using namespace zipmoe;
 using zipmoe::testing::Fixture;

@@ -14,9 +14,9 @@
 
 #include "cache/expert_cache.h"
 #include "experts/planner_inputs.h"
-#include "zipmoe/error.h"
-#include "zipmoe/pool_planner.h"
-#include "zipmoe/runtime_options.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/plan/pool_planner.h"
+#include "zipmoe/experts/runtime_options.h"
 
 using namespace zipmoe;
 using zipmoe::cache::ExpertCache;

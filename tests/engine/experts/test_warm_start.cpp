@@ -15,8 +15,8 @@
 
 #include "engine/experts/runtime_fixture.h"
 #include "test_support.h"
-#include "zipmoe/error.h"
-#include "zipmoe/exponent_codec.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/format/exponent_codec.h"
 
 using namespace zipmoe;
 using zipmoe::testing::Fixture;

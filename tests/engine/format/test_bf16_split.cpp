@@ -6,8 +6,8 @@
 #include <random>
 
 #include "test_support.h"
-#include "zipmoe/bf16_split.h"
-#include "zipmoe/error.h"
+#include "zipmoe/format/bf16_split.h"
+#include "zipmoe/base/error.h"
 
 using namespace zipmoe;
 

@@ -7,9 +7,9 @@
 #include <random>
 
 #include "test_support.h"
-#include "zipmoe/bf16_split.h"
-#include "zipmoe/error.h"
-#include "zipmoe/exponent_codec.h"
+#include "zipmoe/format/bf16_split.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/format/exponent_codec.h"
 
 using namespace zipmoe;
 

@@ -18,7 +18,7 @@
 #include "format/codecs.h"
 #include "format/huffman_code_lengths.h"
 #include "test_support.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace {
 

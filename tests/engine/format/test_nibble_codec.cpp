@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "test_support.h"
-#include "zipmoe/error.h"
-#include "zipmoe/exponent_codec.h"
-#include "zipmoe/nibble_shard.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/format/exponent_codec.h"
+#include "zipmoe/format/nibble_shard.h"
 
 using namespace zipmoe;
 
@@ -174,7 +174,7 @@ class TestNibbleCodec : public QObject {
     }
   }
 
-  // Indexing for the GEMV kernels (zipmoe/nibble_shard.h) checks a nibble-mode chunk exactly as
+  // Indexing for the GEMV kernels (zipmoe/format/nibble_shard.h) checks a nibble-mode chunk exactly as
   // decoding does, at every level: the plane it describes is the decoded plane, its error the
   // decoder's error — on the same corrupted chunks as above. A raw or run chunk whose prelude is sound
   // is "none" (decoding checks its body), and so are escapes past the capacity.

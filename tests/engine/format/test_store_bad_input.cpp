@@ -13,9 +13,9 @@
 
 #include "io/file_io.h"
 #include "test_support.h"
-#include "zipmoe/converter.h"
-#include "zipmoe/error.h"
-#include "zipmoe/store.h"
+#include "zipmoe/format/converter.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/format/store.h"
 #include "tools/synthetic/synthetic_model.h"
 
 using namespace zipmoe;

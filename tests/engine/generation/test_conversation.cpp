@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "test_support.h"
-#include "zipmoe/chat_template.h"
-#include "zipmoe/conversation.h"
-#include "zipmoe/error.h"
-#include "zipmoe/tokenizer.h"
+#include "zipmoe/text/chat_template.h"
+#include "zipmoe/generation/conversation.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/text/tokenizer.h"
 
 using namespace zipmoe;
 

@@ -12,9 +12,9 @@
 
 #include "generation/reply_stream.h"
 #include "test_support.h"
-#include "zipmoe/conversation.h"
-#include "zipmoe/error.h"
-#include "zipmoe/tokenizer.h"
+#include "zipmoe/generation/conversation.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/text/tokenizer.h"
 
 using namespace zipmoe;
 

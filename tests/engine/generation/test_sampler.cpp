@@ -11,8 +11,8 @@
 #include <set>
 
 #include "test_support.h"
-#include "zipmoe/error.h"
-#include "zipmoe/sampler.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/generation/sampler.h"
 
 using namespace zipmoe;
 

@@ -13,9 +13,9 @@
 
 #include "hf/family_description.h"
 #include "test_support.h"
-#include "zipmoe/error.h"
-#include "zipmoe/model_config.h"
-#include "zipmoe/model_family.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/hf/model_config.h"
+#include "zipmoe/hf/model_family.h"
 #include "hf/checkpoint_tensors.h"
 #include "tools/synthetic/synthetic_model.h"
 

@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "test_support.h"
-#include "zipmoe/error.h"
-#include "zipmoe/model_family.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/hf/model_family.h"
 
 using namespace zipmoe;
 

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "test_support.h"
-#include "zipmoe/error.h"
-#include "zipmoe/safetensors.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/hf/safetensors.h"
 
 using namespace zipmoe;
 using zipmoe::testing::TempDir;

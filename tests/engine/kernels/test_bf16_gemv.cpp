@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "kernels/bf16_gemv.h"
-#include "zipmoe/bf16_split.h"
-#include "zipmoe/error.h"
-#include "zipmoe/nibble_shard.h"
+#include "zipmoe/format/bf16_split.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/format/nibble_shard.h"
 
 using namespace zipmoe::kernels;
 

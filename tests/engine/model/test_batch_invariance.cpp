@@ -13,7 +13,7 @@
 #include <functional>
 #include <vector>
 
-#include "zipmoe/model.h"
+#include "zipmoe/model/model.h"
 
 using namespace zipmoe;
 

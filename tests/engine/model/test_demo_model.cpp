@@ -7,9 +7,9 @@
 #include "test_support.h"
 #include "train/byte_level_bpe.h"
 #include "train/hf_export.h"
-#include "zipmoe/error.h"
-#include "zipmoe/safetensors.h"
-#include "zipmoe/tokenizer.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/hf/safetensors.h"
+#include "zipmoe/text/tokenizer.h"
 
 using namespace zipmoe;
 using nlohmann::json;

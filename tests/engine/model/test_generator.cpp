@@ -6,11 +6,11 @@
 #include <atomic>
 
 #include "test_support.h"
-#include "zipmoe/error.h"
-#include "zipmoe/generator.h"
-#include "zipmoe/model.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/model/generator.h"
+#include "zipmoe/model/model.h"
 #include "tools/synthetic/synthetic_model.h"
-#include "zipmoe/tokenizer.h"
+#include "zipmoe/text/tokenizer.h"
 
 using namespace zipmoe;
 

@@ -20,11 +20,11 @@
 #include <vector>
 
 #include "test_support.h"
-#include "zipmoe/bf16_split.h"
-#include "zipmoe/error.h"
-#include "zipmoe/exponent_codec.h"
-#include "zipmoe/model.h"
-#include "zipmoe/nibble_shard.h"
+#include "zipmoe/format/bf16_split.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/format/exponent_codec.h"
+#include "zipmoe/model/model.h"
+#include "zipmoe/format/nibble_shard.h"
 
 using namespace zipmoe;
 

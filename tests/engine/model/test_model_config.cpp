@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "test_support.h"
-#include "zipmoe/error.h"
-#include "zipmoe/model_config.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/hf/model_config.h"
 #include "tools/synthetic/synthetic_model.h"
 
 using namespace zipmoe;

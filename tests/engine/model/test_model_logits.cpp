@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "test_support.h"
-#include "zipmoe/converter.h"
-#include "zipmoe/model.h"
+#include "zipmoe/format/converter.h"
+#include "zipmoe/model/model.h"
 #include "tools/synthetic/synthetic_model.h"
 
 using namespace zipmoe;

@@ -1,5 +1,5 @@
-// The budget advisor (zipmoe/budget_advisor.h) and the schedule prediction
-// (zipmoe/schedule_prediction.h) against the real runtime on a real store: the advisor plans exactly
+// The budget advisor (zipmoe/plan/budget_advisor.h) and the schedule prediction
+// (zipmoe/plan/schedule_prediction.h) against the real runtime on a real store: the advisor plans exactly
 // what a runtime opened at that budget plans (same working set, same pool split), its curve and knee
 // behave, bad input is named; a layer's schedule predicted again from the runtime's trace is the
 // schedule the runtime's own simulation predicted (the same makespan, layer by layer). No timing is
@@ -12,10 +12,10 @@
 
 #include "engine/experts/runtime_fixture.h"
 #include "test_support.h"
-#include "zipmoe/budget_advisor.h"
-#include "zipmoe/error.h"
-#include "zipmoe/expert_runtime.h"
-#include "zipmoe/schedule_prediction.h"
+#include "zipmoe/plan/budget_advisor.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/experts/expert_runtime.h"
+#include "zipmoe/plan/schedule_prediction.h"
 
 using namespace zipmoe;
 using zipmoe::testing::Fixture;

@@ -10,8 +10,8 @@
 
 #include "experts/planner_inputs.h"
 #include "test_support.h"
-#include "zipmoe/error.h"
-#include "zipmoe/pool_planner.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/plan/pool_planner.h"
 
 using namespace zipmoe;
 using namespace zipmoe::plan;

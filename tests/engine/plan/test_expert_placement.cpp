@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "test_support.h"
-#include "zipmoe/error.h"
-#include "zipmoe/expert_placement.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/plan/expert_placement.h"
 
 using namespace zipmoe;
 

@@ -8,9 +8,9 @@
 #include <numeric>
 #include <random>
 
-#include "zipmoe/pool_planner.h"
+#include "zipmoe/plan/pool_planner.h"
 #include "test_support.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 using namespace zipmoe;
 using namespace zipmoe::plan;

@@ -13,7 +13,7 @@
 
 #include "sched/schedule.h"
 #include "test_support.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 using namespace zipmoe::sched;
 

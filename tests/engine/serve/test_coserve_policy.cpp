@@ -4,7 +4,7 @@
 
 #include "serve/coserve_policy.h"
 #include "serve/memory_split.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 using namespace zipmoe;
 using namespace zipmoe::serve;

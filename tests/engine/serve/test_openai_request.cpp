@@ -2,7 +2,7 @@
 // refusal is a 400 naming the field (never another exception, never a crash).
 #include <QtTest>
 
-#include "zipmoe/openai_request.h"
+#include "zipmoe/serve/openai_request.h"
 
 using namespace zipmoe;
 

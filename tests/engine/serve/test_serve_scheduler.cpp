@@ -25,10 +25,10 @@
 #include "serve/memory_split.h"
 #include "test_support.h"
 #include "zipmoe/chat_session.h"
-#include "zipmoe/converter.h"
+#include "zipmoe/format/converter.h"
 #include "zipmoe/engine.h"
-#include "zipmoe/generator.h"
-#include "zipmoe/serve_scheduler.h"
+#include "zipmoe/model/generator.h"
+#include "zipmoe/serve/serve_scheduler.h"
 
 using namespace zipmoe;
 using zipmoe::testing::TempDir;
@@ -331,7 +331,7 @@ class TestServeScheduler : public QObject {
   }
 
   // A conversation twice as long as the demo's 256-token context: the scheduler leaves out its
-  // oldest turns as ChatSession does (the same code: zipmoe/conversation.h), so both give the same
+  // oldest turns as ChatSession does (the same code: zipmoe/generation/conversation.h), so both give the same
   // ids, the same dropped count and the same reply; with ContextOverflow::Error it is refused with
   // 400 context_length_exceeded naming the limit.
   void aConversationTwiceTheContextDropsItsOldestTurns() {

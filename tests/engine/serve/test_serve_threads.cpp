@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/serve/toy_model.h"
-#include "zipmoe/serve_scheduler.h"
+#include "zipmoe/serve/serve_scheduler.h"
 
 using namespace zipmoe;
 using zipmoe::testing::ToyModel;

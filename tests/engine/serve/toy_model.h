@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "zipmoe/error.h"
-#include "zipmoe/model.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/model/model.h"
 
 namespace zipmoe::testing {
 

@@ -9,8 +9,8 @@
 
 #include "hf/synthetic_tokenizer.h"
 #include "test_support.h"
-#include "zipmoe/chat_template.h"
-#include "zipmoe/error.h"
+#include "zipmoe/text/chat_template.h"
+#include "zipmoe/base/error.h"
 #include "tools/synthetic/synthetic_model.h"
 
 using namespace zipmoe;

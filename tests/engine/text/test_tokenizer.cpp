@@ -9,10 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "test_support.h"
-#include "zipmoe/error.h"
-#include "zipmoe/model_family.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/hf/model_family.h"
 #include "tools/synthetic/synthetic_model.h"
-#include "zipmoe/tokenizer.h"
+#include "zipmoe/text/tokenizer.h"
 
 using nlohmann::json;
 using zipmoe::Tokenizer;

@@ -8,8 +8,8 @@
 #include <map>
 
 #include "test_support.h"
-#include "zipmoe/activation_trace.h"
-#include "zipmoe/error.h"
+#include "zipmoe/trace/activation_trace.h"
+#include "zipmoe/base/error.h"
 
 using namespace zipmoe;
 

@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "test_support.h"
-#include "zipmoe/activation_trace.h"
-#include "zipmoe/error.h"
-#include "zipmoe/model.h"
-#include "zipmoe/request_routing.h"
+#include "zipmoe/trace/activation_trace.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/model/model.h"
+#include "zipmoe/trace/request_routing.h"
 #include "tools/synthetic/synthetic_model.h"
 
 using namespace zipmoe;

@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "test_support.h"
-#include "zipmoe/error.h"
-#include "zipmoe/safetensors.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/hf/safetensors.h"
 #include "hf/checkpoint_tensors.h"
 #include "tools/synthetic/synthetic_model.h"
 

@@ -8,7 +8,7 @@
 #include "train/bpe_trainer.h"
 #include "tools/train/demo_trainer.h"
 #include "train/hf_export.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 using namespace zipmoe;
 using namespace zipmoe::train;

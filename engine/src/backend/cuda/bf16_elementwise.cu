@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <string>
 
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::cuda {
 namespace {

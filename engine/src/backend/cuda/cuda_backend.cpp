@@ -16,7 +16,7 @@
 
 #include "backend/cuda/bf16_elementwise.h"
 #include "backend/cuda/cuda_recovery.h"
-#include "zipmoe/error.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::backend {
 namespace {

@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <string>
 
-#include "zipmoe/bf16_split.h"
-#include "zipmoe/error.h"
+#include "zipmoe/format/bf16_split.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe::cuda {
 namespace {

@@ -12,7 +12,7 @@
 #include "hf/family_description.h"
 #include "hf/hf_directory.h"
 #include "hf/synthetic_tokenizer.h"
-#include "zipmoe/model_config.h"
+#include "zipmoe/hf/model_config.h"
 
 namespace zipmoe {
 namespace {

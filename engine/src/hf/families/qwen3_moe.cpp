@@ -10,7 +10,7 @@
 #include "hf/checkpoint_tensors.h"
 #include "hf/config_fields.h"
 #include "hf/family_description.h"
-#include "zipmoe/model_config.h"
+#include "zipmoe/hf/model_config.h"
 
 namespace zipmoe {
 namespace {

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "zipmoe/expert_prefetch.h"
-#include "zipmoe/expert_provider.h"
-#include "zipmoe/model_config.h"
-#include "zipmoe/routing_override.h"
+#include "zipmoe/experts/expert_prefetch.h"
+#include "zipmoe/experts/expert_provider.h"
+#include "zipmoe/hf/model_config.h"
+#include "zipmoe/model/routing_override.h"
 
 namespace zipmoe {
 
@@ -45,7 +45,7 @@ struct ModelOptions {
   // and the router only weighs them by the family's rule; choose() is called from the model's thread.
   std::shared_ptr<RoutingOverride> routing;
   // Speculative prefetch: which predictor names each next MoE layer's probable experts to the
-  // provider (ExpertProvider::prefetch); see zipmoe/expert_prefetch.h. Never changes results.
+  // provider (ExpertProvider::prefetch); see zipmoe/experts/expert_prefetch.h. Never changes results.
   PrefetchOptions prefetch;
 };
 
@@ -87,7 +87,7 @@ class MoeModel {
   // zipmoe::Error, changing nothing, when the predictor lacks what it needs.
   virtual void setPrefetch(const PrefetchOptions& options) = 0;
 
-  // Serving (zipmoe/serve_scheduler.h), where the KV cache is counted by capacity:
+  // Serving (zipmoe/serve/serve_scheduler.h), where the KV cache is counted by capacity:
   // Allocates the sequence's KV cache for `tokens` tokens at once, so that forwards up to that
   // length never grow it (rows it holds are kept). Throws zipmoe::Error for an unknown sequence.
   virtual void reserveSequence(SequenceId seq, int64_t tokens) = 0;

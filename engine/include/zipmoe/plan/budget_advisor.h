@@ -35,10 +35,10 @@
 #include <optional>
 #include <vector>
 
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/pools.h"
-#include "zipmoe/runtime_options.h"
-#include "zipmoe/store.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/base/pools.h"
+#include "zipmoe/experts/runtime_options.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe {
 

@@ -27,9 +27,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "zipmoe/exponent_codec.h"
-#include "zipmoe/model_family.h"
-#include "zipmoe/safetensors.h"
+#include "zipmoe/format/exponent_codec.h"
+#include "zipmoe/hf/model_family.h"
+#include "zipmoe/hf/safetensors.h"
 
 namespace zipmoe {
 

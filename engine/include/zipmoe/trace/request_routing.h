@@ -1,7 +1,7 @@
 // RequestRouting — a RoutingOverride that routes each served request on its own, and
 // RequestTraceRouting, which replays one activation-trace prompt per request (serving benchmarks).
 //
-// A forward of the serving scheduler (zipmoe/serve_scheduler.h) holds the tokens of several requests
+// A forward of the serving scheduler (zipmoe/serve/serve_scheduler.h) holds the tokens of several requests
 // in step order. Before each forward the scheduler calls setSegments() with the request of each step
 // and its token count; choose() then hands every request its own share of the forward's tokens. When
 // a request ends the scheduler calls release(). A model loaded with such an override and served
@@ -9,7 +9,7 @@
 //
 // RequestTraceRouting gives the n-th request it sees (in the order of first appearance in
 // setSegments: the scheduler's admission order) trace prompt n mod the trace's prompts, replayed by
-// its own TraceRouting (zipmoe/activation_trace.h) seeded with seed + n: each request draws the
+// its own TraceRouting (zipmoe/trace/activation_trace.h) seeded with seed + n: each request draws the
 // experts of its own prompt, with the skew and per-prompt variation of a real model, so that
 // schedules which group requests by expert usage (CoServe) see real differences between requests.
 // A replay plan (setPlan) names the prompts instead — the n-th request seen since the plan replays
@@ -27,8 +27,8 @@
 #include <span>
 #include <vector>
 
-#include "zipmoe/activation_trace.h"
-#include "zipmoe/routing_override.h"
+#include "zipmoe/trace/activation_trace.h"
+#include "zipmoe/model/routing_override.h"
 
 namespace zipmoe {
 

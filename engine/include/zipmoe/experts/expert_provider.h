@@ -6,7 +6,7 @@
 // and the model computes that expert at once. Weights are BF16 row-major [out, in] buffers, one per
 // expert tensor kind in the family's store order (e.g. gate_proj, up_proj, down_proj) — or, where the
 // request allowed it (ExpertRequest::acceptsSplit, mergesSplit), the tensor's lossless split: its exponent plane
-// and its sign-mantissa plane (zipmoe/bf16_split.h), which the model's decoding kernels merge in
+// and its sign-mantissa plane (zipmoe/format/bf16_split.h), which the model's decoding kernels merge in
 // registers as they compute, so that a runtime need not recover the tensor first — and stay valid
 // until the next call to next() or the ExpertBatch's destruction, whichever comes first (so that a
 // runtime can recycle a bounded set of buffers); the model computes each expert before asking for
@@ -30,7 +30,7 @@
 #include <span>
 #include <vector>
 
-#include "zipmoe/nibble_shard.h"
+#include "zipmoe/format/nibble_shard.h"
 
 namespace zipmoe {
 
@@ -56,7 +56,7 @@ struct ReadyExpert {
   // sign-mantissa plane, one byte per weight each, row-major. Empty when every tensor is BF16.
   std::vector<const uint8_t*> exponents, signMantissa;
   // Where tensors[kind] and exponents[kind] are both null (only when the request accepted or merges
-  // split planes): the kind's exponents as nibble codes read in place (zipmoe/nibble_shard.h), one
+  // split planes): the kind's exponents as nibble codes read in place (zipmoe/format/nibble_shard.h), one
   // shard per range of rows, with signMantissa[kind]; a model that merges them turns them into words
   // (kernels::nibbleToBf16). Empty when no tensor is.
   std::vector<std::span<const NibbleShard>> nibble;

@@ -1,7 +1,7 @@
 // ExpertRuntime — the ZipMoE expert runtime and the offloading baselines behind one ExpertProvider.
 //
 // ZipMoE: experts stay on the SSD in the store (E-chunks compressed, SM-chunks raw). A memory budget
-// is split between four cache pools (zipmoe/pools.h) per MoE layer, as planned by Algorithm 4 from
+// is split between four cache pools (zipmoe/base/pools.h) per MoE layer, as planned by Algorithm 4 from
 // activation history and measured costs. For each layer the runtime dispatches the requested
 // experts by rank, builds the DAG of every tensor from its residency, orders the operations with
 // Algorithm 1 and runs them on one I/O thread (O_DIRECT reads by default), L decompression workers
@@ -14,7 +14,7 @@
 // Accelerate / MoE-Infinity-style offloading does).
 // Every byte the runtime holds for experts counts against the budget: pools, staging buffers and
 // the output slots the model reads from. Expert tensors are bit-identical to the store's.
-// How it is opened: zipmoe/runtime_options.h. How it works inside: docs/ARCHITECTURE.md and
+// How it is opened: zipmoe/experts/runtime_options.h. How it works inside: docs/ARCHITECTURE.md and
 // docs/RUNTIME.md.
 // Thread-safety: acquire() and the batch from one thread (the model's); setBudget, setPools, stats,
 // drainTrace, warmUp and the activation-count functions from any thread. Cost: see docs/RUNTIME.md.
@@ -27,12 +27,12 @@
 #include <string>
 #include <vector>
 
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/expert_provider.h"
-#include "zipmoe/pools.h"
-#include "zipmoe/runtime_options.h"
-#include "zipmoe/store.h"
-#include "zipmoe/trace_events.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/experts/expert_provider.h"
+#include "zipmoe/base/pools.h"
+#include "zipmoe/experts/runtime_options.h"
+#include "zipmoe/format/store.h"
+#include "zipmoe/trace/trace_events.h"
 
 namespace zipmoe {
 

@@ -6,7 +6,7 @@
 // (engine/src/experts/planner_inputs.h).
 //
 // Ranks are 0-based here: rank 0 is the most frequently activated expert of a layer. Pools are
-// ordered F ≺ C ≺ S ≺ E (zipmoe/pools.h) and map onto consecutive rank intervals in that order
+// ordered F ≺ C ≺ S ≺ E (zipmoe/base/pools.h) and map onto consecutive rank intervals in that order
 // (disabled pools take no ranks); ranks after the last pool form the miss pool M.
 // Thread-safety: pure functions. Cost: see each function; planModel is what a budget move calls.
 #pragma once
@@ -16,11 +16,11 @@
 #include <span>
 #include <vector>
 
-#include "zipmoe/pools.h"
+#include "zipmoe/base/pools.h"
 
 namespace zipmoe::plan {
 
-// Pools, PoolMask, kNumPools, kAllPools: zipmoe/pools.h.
+// Pools, PoolMask, kNumPools, kAllPools: zipmoe/base/pools.h.
 
 // Measured costs (seconds) of the operations on one expert *tensor*, from the profiler.
 //

@@ -42,7 +42,7 @@
 #include <string>
 #include <vector>
 
-#include "zipmoe/routing_override.h"
+#include "zipmoe/model/routing_override.h"
 
 namespace zipmoe {
 

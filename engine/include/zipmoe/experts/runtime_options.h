@@ -1,4 +1,4 @@
-// RuntimeOptions — how an expert runtime (zipmoe/expert_runtime.h) is opened: ZipMoE or a
+// RuntimeOptions — how an expert runtime (zipmoe/experts/expert_runtime.h) is opened: ZipMoE or a
 // full-tensor baseline, under which memory budget, with which pools, eviction rule, threads and
 // schedule, and seeded with which activation history.
 //
@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "zipmoe/cost_profile.h"
-#include "zipmoe/pools.h"
-#include "zipmoe/store.h"
+#include "zipmoe/profile/cost_profile.h"
+#include "zipmoe/base/pools.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe {
 
@@ -108,7 +108,7 @@ struct RuntimeOptions {
   // every tensor is recovered first (the paper's pipeline; for comparison).
   bool fuseRecovery = true;
   // With fused recovery and a `nibble` store: a C hit the model computes from planes is handed as its
-  // nibble codes, which decoding's kernels read in place (zipmoe/nibble_shard.h) — no decompression,
+  // nibble codes, which decoding's kernels read in place (zipmoe/format/nibble_shard.h) — no decompression,
   // no worker, no plane; the planner prices such hits as CPU-free. A prefill (ExpertRequest::
   // mergesSplit, no output slots) gets them too and turns them into words in one pass on its own
   // threads. Off: the exponents are decoded into a plane first, as for every other codec (for comparison).

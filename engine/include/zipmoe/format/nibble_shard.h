@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "zipmoe/exponent_codec.h"
+#include "zipmoe/format/exponent_codec.h"
 
 namespace zipmoe {
 

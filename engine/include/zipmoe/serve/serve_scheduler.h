@@ -13,7 +13,7 @@
 // the same ids — the next turn of a conversation — reuses its KV cache (ChatSession's mechanism:
 // roll back to the longest common prefix, prefill only the rest). Conversations are rendered and
 // fitted to the context window, and replies stream and stop, by the same code as ChatSession's
-// (zipmoe/conversation.h, generation/reply_stream.h).
+// (zipmoe/generation/conversation.h, generation/reply_stream.h).
 //
 // Policies. fcfs: admitted in arrival order; a request decodes as soon as its prefill ends. coserve
 // (CoServe §4.2, adapted to an MoE decoder): requests are prefilled ahead (at most maxBatch of them
@@ -43,13 +43,13 @@
 #include <thread>
 #include <vector>
 
-#include "zipmoe/chat_template.h"
-#include "zipmoe/expert_runtime.h"
-#include "zipmoe/model.h"
-#include "zipmoe/openai_request.h"
-#include "zipmoe/reply.h"
-#include "zipmoe/request_routing.h"
-#include "zipmoe/tokenizer.h"
+#include "zipmoe/text/chat_template.h"
+#include "zipmoe/experts/expert_runtime.h"
+#include "zipmoe/model/model.h"
+#include "zipmoe/serve/openai_request.h"
+#include "zipmoe/generation/reply.h"
+#include "zipmoe/trace/request_routing.h"
+#include "zipmoe/text/tokenizer.h"
 
 namespace zipmoe {
 
@@ -162,7 +162,7 @@ struct ServeOptions {
   MemoryBudget memoryBudget;
   double expertFloorShare = 0.5;
   RequestLimits limits;      // defaultMaxTokens for requests without max_tokens
-  // A conversation that outgrows the context window (zipmoe/conversation.h): its oldest turns are
+  // A conversation that outgrows the context window (zipmoe/generation/conversation.h): its oldest turns are
   // left out (usage says how many), or the request is refused with 400 context_length_exceeded.
   ContextOverflow contextOverflow = ContextOverflow::DropOldest;
   // A forward that holds a prefill chunk holds nothing else: one request's chunk, no decode tokens;

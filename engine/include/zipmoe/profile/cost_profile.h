@@ -14,7 +14,7 @@
 // store's real E-chunks in a loop (what the runtime's workers do) and times, meanwhile, the model's
 // expert FFN (a callback: the FFN needs libtorch, the engine's profiler passes it), one E-chunk's
 // decompression and one whole-tensor read. The planner turns these into its contention term
-// (zipmoe/pool_planner.h, estimateMakespan). A version-1 file loads with no contention figures (the
+// (zipmoe/plan/pool_planner.h, estimateMakespan). A version-1 file loads with no contention figures (the
 // paper's cost model); loadMatchingProfile reports it as not fitting, so that the engine and the
 // benches re-measure it.
 // Kernels (profile version 3): a profile also names the code it timed (kernelsIdentity: a digest of
@@ -32,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "zipmoe/store.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe {
 

@@ -1,5 +1,5 @@
 // Conversation rendering — the one place that turns a conversation into the token ids a model reads
-// before its reply, and fits it to the context window (ContextOverflow, zipmoe/reply.h). ChatSession
+// before its reply, and fits it to the context window (ContextOverflow, zipmoe/generation/reply.h). ChatSession
 // (zipmoe generate/chat, the app) and the serving scheduler (zipmoe serve, the app's local server)
 // both render through it, so the same conversation gives the same ids, the same dropped turns and
 // the same error through every door.
@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "zipmoe/chat_template.h"
-#include "zipmoe/error.h"
-#include "zipmoe/reply.h"
-#include "zipmoe/tokenizer.h"
+#include "zipmoe/text/chat_template.h"
+#include "zipmoe/base/error.h"
+#include "zipmoe/generation/reply.h"
+#include "zipmoe/text/tokenizer.h"
 
 namespace zipmoe {
 

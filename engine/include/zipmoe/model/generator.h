@@ -10,10 +10,10 @@
 #include <atomic>
 #include <vector>
 
-#include "zipmoe/model.h"
-#include "zipmoe/reply.h"
-#include "zipmoe/sampler.h"
-#include "zipmoe/tokenizer.h"
+#include "zipmoe/model/model.h"
+#include "zipmoe/generation/reply.h"
+#include "zipmoe/generation/sampler.h"
+#include "zipmoe/text/tokenizer.h"
 
 namespace zipmoe {
 

@@ -1,6 +1,6 @@
 // OpenAI request bodies → generation requests: the one place that reads what an HTTP client sent to
 // `POST /v1/chat/completions` or `POST /v1/completions` and turns it into a GenerationRequest the
-// serving scheduler runs (zipmoe/serve_scheduler.h), or refuses it with an ApiError shaped like
+// serving scheduler runs (zipmoe/serve/serve_scheduler.h), or refuses it with an ApiError shaped like
 // OpenAI's (`{"error": {"message", "type", "param", "code"}}`) that names the field.
 //
 // Mapped: model, messages (roles system / developer → system, user, assistant; content a string or
@@ -21,9 +21,9 @@
 #include <string_view>
 #include <vector>
 
-#include "zipmoe/chat_template.h"
-#include "zipmoe/reply.h"
-#include "zipmoe/sampler.h"
+#include "zipmoe/text/chat_template.h"
+#include "zipmoe/generation/reply.h"
+#include "zipmoe/generation/sampler.h"
 
 namespace zipmoe {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "zipmoe/exponent_codec.h"
+#include "zipmoe/format/exponent_codec.h"
 
 namespace zipmoe {
 

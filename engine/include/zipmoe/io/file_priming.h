@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 
-#include "zipmoe/store.h"
+#include "zipmoe/format/store.h"
 
 namespace zipmoe {
 

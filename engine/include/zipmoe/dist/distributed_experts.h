@@ -10,7 +10,7 @@
 // Error that names the node, the layer and what happened (`fallback` = Fail). Nothing waits longer
 // than the deadline for a node.
 //
-// Which machine computes what comes from a placement (zipmoe/expert_placement.h): member 0 is this
+// Which machine computes what comes from a placement (zipmoe/plan/expert_placement.h): member 0 is this
 // engine ("local"), members 1.. the nodes, in the order given. Without one, the nodes' own holdings
 // (Describe) decide and this machine computes what no node holds. A Coordinator moves the placement
 // by epochs while generation goes on (see below).
@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "zipmoe/expert_placement.h"
-#include "zipmoe/expert_provider.h"
+#include "zipmoe/plan/expert_placement.h"
+#include "zipmoe/experts/expert_provider.h"
 
 namespace zipmoe {
 

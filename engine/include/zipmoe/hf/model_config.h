@@ -14,7 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "zipmoe/model_family.h"
+#include "zipmoe/hf/model_family.h"
 
 namespace zipmoe {
 
