@@ -564,13 +564,11 @@ class SuiteRunner {
   json figures_;
 };
 
-// zipmoe-plot beside this executable (installed), or in the build tree's app/plot/.
+// zipmoe-plot beside this executable: installed, and in the build tree (tools/plot writes it to app/).
 std::filesystem::path findPlotter() {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec)
-    for (const auto& candidate : {self.parent_path() / "zipmoe-plot", self.parent_path() / "plot" / "zipmoe-plot"})
-      if (std::filesystem::exists(candidate)) return candidate;
+  if (!ec && std::filesystem::exists(self.parent_path() / "zipmoe-plot")) return self.parent_path() / "zipmoe-plot";
   return {};
 }
 

@@ -139,14 +139,16 @@ bool ServeScheduler::Loop::runStep() {
       r->chunk = 1;
       ++tokens;
     }
+  // A prompt is cut into chunks of the same length whatever else the forward holds (a chunk that
+  // does not fit waits for the next forward, and the ones behind it too, in order): its tokens then
+  // go through the same products alone or batched (batch invariance, model/linear.h). The decode
+  // tokens (at most maxBatch) always leave room for one chunk.
+  const size_t chunkLimit = static_cast<size_t>(std::min(options.prefillChunk, options.maxStepTokens - options.maxBatch));
   for (const auto& r : live) {
     if (r->state != Live::State::Prefilling || r->done) continue;
-    const int left = options.maxStepTokens - tokens;
-    if (left <= 0) break;
     const size_t done = r->seqTokens.size();
-    const int chunk = static_cast<int>(std::min<size_t>({r->prompt.size() - done,
-                                                         static_cast<size_t>(options.prefillChunk),
-                                                         static_cast<size_t>(left)}));
+    const int chunk = static_cast<int>(std::min(r->prompt.size() - done, chunkLimit));
+    if (chunk > options.maxStepTokens - tokens && !steps.empty()) break;
     steps.push_back({r->seq, std::vector<int32_t>(r->prompt.begin() + static_cast<std::ptrdiff_t>(done),
                                                   r->prompt.begin() + static_cast<std::ptrdiff_t>(done) + chunk)});
     members.push_back(r.get());

@@ -150,7 +150,11 @@ struct ServeOptions {
 
   SchedulePolicy policy = SchedulePolicy::Fcfs;
   int maxBatch = 8;          // requests decoding together
-  int prefillChunk = 128;    // prompt tokens of one request per forward
+  // Prompt tokens of one request per forward. A prompt is cut into chunks of min(prefillChunk,
+  // maxStepTokens − maxBatch) tokens from its first uncached one, whatever else a forward holds (a
+  // chunk that does not fit waits for the next forward), so a request's reply is the same alone or
+  // batched.
+  int prefillChunk = 128;
   int maxStepTokens = 256;   // tokens of one forward (decode tokens first, then prefill chunks)
   int agingSteps = 128;      // coserve: waited this many steps → admitted before any other
   int maxQueued = 1024;      // submit() refuses with 503 beyond
