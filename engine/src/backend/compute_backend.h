@@ -24,10 +24,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
 #include "io/file_io.h"
+
+namespace zipmoe::io {
+class PagePool;
+}  // namespace zipmoe::io
 #include "zipmoe/format/nibble_shard.h"
 
 namespace zipmoe::backend {
@@ -79,6 +84,13 @@ class DeviceMemory {
   // CPU; on CUDA memory from this backend's allocate (either placement). words overlaps neither plane.
   // Cost: memory-bandwidth bound, 4 bytes of traffic per word.
   virtual void recover(const uint8_t* exponents, const uint8_t* signMantissa, size_t count, uint16_t* words) const = 0;
+
+  // A pool that recycles this device's Host pages between the expert runtime's buffers
+  // (RuntimeOptions::recyclePages: the expert caches' buffers then come from it, the others from
+  // allocate), or null when the device's host memory cannot be recycled page by page (CUDA's
+  // page-locked memory): the runtime then allocates every buffer with allocate(). A fresh pool per
+  // call (one per runtime). Cost: nothing until the pool allocates.
+  virtual std::shared_ptr<io::PagePool> recyclingPool() const = 0;
 };
 
 // The products of an expert on a device. n is the number of activation rows (tokens).

@@ -49,6 +49,8 @@ io::AlignedBuffer CpuBackend::allocate(size_t bytes, Placement where) const {
   return hostMemory().allocate(bytes, where);
 }
 
+std::shared_ptr<io::PagePool> CpuBackend::recyclingPool() const { return hostMemory().recyclingPool(); }
+
 void CpuBackend::recover(const uint8_t* exponents, const uint8_t* signMantissa, size_t count, uint16_t* words) const {
   hostMemory().recover(exponents, signMantissa, count, words);
 }

@@ -20,6 +20,7 @@ class CpuBackend final : public ComputeBackend {
   std::string name() const override { return "cpu"; }
   io::AlignedBuffer allocate(size_t bytes, Placement where) const override;
   void recover(const uint8_t* exponents, const uint8_t* signMantissa, size_t count, uint16_t* words) const override;
+  std::shared_ptr<io::PagePool> recyclingPool() const override;  // HostMemory's
   void project(const uint16_t* x, int64_t n, const Weight& w, uint16_t* y) const override;
   void gatedMlp(const uint16_t* x, int64_t n, const Weight& gate, const Weight& up, const Weight& down,
                 const float* scale, uint16_t* const* out) const override;

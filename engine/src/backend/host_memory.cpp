@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "io/page_pool.h"
 #include "zipmoe/format/bf16_split.h"
 
 namespace zipmoe::backend {
@@ -12,6 +13,8 @@ io::AlignedBuffer HostMemory::allocate(size_t bytes, Placement) const {
   // One kind of memory on a CPU: the device computes from what O_DIRECT reads into.
   return io::AlignedBuffer(bytes, 4096);
 }
+
+std::shared_ptr<io::PagePool> HostMemory::recyclingPool() const { return io::PagePool::create(); }
 
 void HostMemory::recover(const uint8_t* exponents, const uint8_t* signMantissa, size_t count, uint16_t* words) const {
   bf16::merge(exponents, signMantissa, count, words);

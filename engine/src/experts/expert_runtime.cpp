@@ -10,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "backend/host_memory.h"
 #include "experts/full_tensor_strategy.h"
 #include "experts/offloading_runtime.h"
 #include "experts/planner_inputs.h"
@@ -86,7 +87,8 @@ OffloadingRuntime::OffloadingRuntime(std::shared_ptr<const Store> store, const R
   if (options_.history) cache_->setActivationCounts(checkedShape(*options_.history));
   if (options_.mode == OffloadMode::ZipMoE && options_.planning)
     cache_->setSessionBlend(experts::sessionBlend(sizes_.topK(), options_.planFromPrompt, options_.sessionPriorTokens));
-  if (options_.recyclePages) pages_ = io::PagePool::create();
+  // The expert caches' buffers come from the device's memory: its recycled pages where it has them.
+  if (options_.recyclePages) pages_ = backend::defaultMemory().recyclingPool();
   stats_.observed = options_.observed ? *options_.observed : profile.observed;
   applyPlan(computePlan(budget, options_.pools, cache_->activationCounts()));
   executor_ = std::make_unique<sched::Executor>(store_.get(), strategy_->decompressWorkers(), options_.readMode,

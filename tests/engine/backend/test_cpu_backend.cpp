@@ -11,6 +11,7 @@
 #include "backend/cpu_backend.h"
 #include "backend/host_memory.h"
 #include "backend/weight_forms.h"
+#include "io/page_pool.h"
 #include "model/linear.h"
 #include "model/moe_model_ops.h"
 
@@ -209,6 +210,22 @@ class TestCpuBackend : public QObject {
     }
     const io::AlignedBuffer viaDefault = backend::defaultMemory().allocate(10000, backend::Placement::Host);
     QCOMPARE(reinterpret_cast<uintptr_t>(viaDefault.data()) % 4096, uintptr_t{0});
+
+    // The expert caches' buffers (RuntimeOptions::recyclePages) come from the CPU's recycling pool:
+    // page-aligned, and a freed buffer's pages serve the next one.
+    const std::shared_ptr<io::PagePool> pool = cpu.recyclingPool();
+    QVERIFY(pool != nullptr);
+    if (!pool) return;
+    QVERIFY(backend::hostMemory().recyclingPool() != pool);  // one pool per runtime
+    QVERIFY(backend::defaultMemory().recyclingPool());
+    {
+      const io::AlignedBuffer b = pool->allocate(5000);
+      QVERIFY(b.size() >= 5000);
+      QCOMPARE(reinterpret_cast<uintptr_t>(b.data()) % 4096, uintptr_t{0});
+    }
+    QVERIFY(pool->pooledBytes() >= 8192);
+    const io::AlignedBuffer again = pool->allocate(8192);
+    QCOMPARE(reinterpret_cast<uintptr_t>(again.data()) % 4096, uintptr_t{0});
   }
 
   void adoptedBuffersDoNotGrow() {

@@ -36,6 +36,8 @@ class CudaBackend final : public ComputeBackend {
   DeviceKind kind() const override { return DeviceKind::Cuda; }
   std::string name() const override;
   io::AlignedBuffer allocate(size_t bytes, Placement where) const override;
+  // None: page-locked memory is not recycled page by page; every buffer comes from allocate.
+  std::shared_ptr<io::PagePool> recyclingPool() const override { return nullptr; }
   void recover(const uint8_t* exponents, const uint8_t* signMantissa, size_t count, uint16_t* words) const override;
   void project(const uint16_t* x, int64_t n, const Weight& w, uint16_t* y) const override;
   void gatedMlp(const uint16_t* x, int64_t n, const Weight& gate, const Weight& up, const Weight& down,
