@@ -53,7 +53,8 @@ enum class Placement { Host, Device };
 //   exponents + signMantissa   the lossless split planes (zipmoe/format/bf16_split.h);
 //   nibble + signMantissa      nibble codes read in place (zipmoe/format/nibble_shard.h: one shard per
 //                              contiguous range of rows, together covering [0, rows)).
-// Every form gives the same products, bit for bit (the recovery is lossless).
+// Every form gives the same products, bit for bit (the recovery is lossless). The model's GEMV
+// kernels take the same type (GemvWeight, model/linear.h).
 struct Weight {
   const uint16_t* words = nullptr;
   const uint8_t* exponents = nullptr;

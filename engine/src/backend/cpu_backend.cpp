@@ -9,7 +9,6 @@
 #include <ATen/ATen.h>
 
 #include "backend/host_memory.h"
-#include "backend/weight_forms.h"
 #include "model/linear.h"
 #include "model/moe_model_ops.h"
 #include "zipmoe/format/bf16_split.h"
@@ -36,7 +35,7 @@ void requireOneForm(const Weight& w, const char* what) {
 // (prefill) multiplies; the same words as the fused products read.
 const uint16_t* wordsOf(const Weight& w, std::vector<uint16_t>& scratch) {
   if (w.words) return w.words;
-  if (!w.nibble.empty()) return nibbleWeightWords(gemvWeightOf(w), scratch);
+  if (!w.nibble.empty()) return nibbleWeightWords(w, scratch);
   const auto numel = static_cast<size_t>(w.rows * w.cols);
   if (scratch.size() < numel) scratch.resize(numel);
   bf16::merge(w.exponents, w.signMantissa, numel, scratch.data());
@@ -86,7 +85,7 @@ void CpuBackend::gatedMlp(const uint16_t* x, int64_t n, const Weight& gate, cons
                 "; expected gate and up [width × cols], down [cols × width]");
   if (n <= 0) return;
   if (gemvProjects(n)) {
-    gatedMlpGemv(x, n, gemvWeightOf(gate), gemvWeightOf(up), gemvWeightOf(down), scale, out);
+    gatedMlpGemv(x, n, gate, up, down, scale, out);
     return;
   }
   thread_local std::vector<uint16_t> gateScratch, upScratch, downScratch;

@@ -29,6 +29,7 @@
 #include <ATen/ATen.h>
 
 #include "zipmoe/model/model.h"
+#include "backend/compute_backend.h"
 #include "zipmoe/format/nibble_shard.h"
 
 namespace zipmoe {
@@ -95,13 +96,7 @@ at::Tensor projectNibble(const at::Tensor& x, std::span<const NibbleShard> shard
 // One weight matrix [rows × cols] in a form decoding's GEMV kernels read (kernels/bf16_gemv.h):
 // BF16 words, or the split planes (exponents and sign-mantissa), or nibble codes with the
 // sign-mantissa plane (shards as projectNibble takes them). Every form gives the same products.
-struct GemvWeight {
-  const uint16_t* words = nullptr;
-  const uint8_t* exponents = nullptr;
-  const uint8_t* signMantissa = nullptr;
-  std::span<const NibbleShard> nibble{};
-  int64_t rows = 0, cols = 0;
-};
+using GemvWeight = backend::Weight;  // backend/compute_backend.h: the same three forms
 
 // W's BF16 words from its nibble codes (w.nibble and w.signMantissa), written to `scratch` (grown to
 // rows × cols) by libtorch's intra-op threads, split by rows: what a product of more rows than the

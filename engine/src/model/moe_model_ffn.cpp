@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "backend/backend_registry.h"
-#include "backend/weight_forms.h"
 #include "hf/family_description.h"
 #include "model/expert_predictor.h"
 #include "model/linear.h"
@@ -214,8 +213,8 @@ class MoeBlock : public FeedForward {
       scale[i] = weights[list[i]];
       out[i] = cs + list[i] * hidden;
     }
-    backend::defaultBackend().gatedMlp(rows.data(), static_cast<int64_t>(list.size()), backend::weightOf(gate),
-                                       backend::weightOf(up), backend::weightOf(down), scale.data(), out.data());
+    backend::defaultBackend().gatedMlp(rows.data(), static_cast<int64_t>(list.size()), gate,
+                                       up, down, scale.data(), out.data());
   }
 
   static bool inPlace(const ReadyExpert& r, size_t kind) { return kind < r.nibble.size() && !r.nibble[kind].empty(); }

@@ -10,7 +10,6 @@
 #include "backend/backend_registry.h"
 #include "backend/cpu_backend.h"
 #include "backend/host_memory.h"
-#include "backend/weight_forms.h"
 #include "io/page_pool.h"
 #include "model/linear.h"
 #include "model/moe_model_ops.h"
@@ -168,8 +167,8 @@ class TestCpuBackend : public QObject {
                                       .arg(form == &Forms::words ? "words" : form == &Forms::split ? "split" : "nibble")
                                       .arg(scaled ? ", scaled" : "");
             if (gemvProjects(n)) {
-              gatedMlpGemv(wordsOf(x), n, backend::gemvWeightOf((*g).*form), backend::gemvWeightOf((*u).*form),
-                           backend::gemvWeightOf((*d).*form), s,
+              gatedMlpGemv(wordsOf(x), n, (*g).*form, (*u).*form,
+                           (*d).*form, s,
                            rowPointers(expected, n, cols).data());
               QVERIFY2(got == expected, qPrintable(label));
             } else {
