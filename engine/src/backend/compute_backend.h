@@ -94,6 +94,10 @@ class DeviceMemory {
   virtual std::shared_ptr<io::PagePool> recyclingPool() const = 0;
 };
 
+// Throws zipmoe::Error naming `backend` ("CPU backend") and the three shapes unless gate and up are
+// [width × cols] and down [cols × width]: the gated MLP's shapes, checked alike by every backend.
+void requireGatedMlpShapes(const char* backend, const Weight& gate, const Weight& up, const Weight& down);
+
 // The products of an expert on a device. n is the number of activation rows (tokens).
 class ComputeBackend : public DeviceMemory {
  public:

@@ -77,13 +77,9 @@ void CpuBackend::gatedMlp(const uint16_t* x, int64_t n, const Weight& gate, cons
   requireOneForm(gate, "gated MLP (gate)");
   requireOneForm(up, "gated MLP (up)");
   requireOneForm(down, "gated MLP (down)");
-  const int64_t cols = gate.cols, width = gate.rows;
-  if (up.rows != width || up.cols != cols || down.rows != cols || down.cols != width)
-    throw Error("CPU backend: gated MLP: gate " + std::to_string(gate.rows) + " × " + std::to_string(gate.cols) +
-                ", up " + std::to_string(up.rows) + " × " + std::to_string(up.cols) + ", down " +
-                std::to_string(down.rows) + " × " + std::to_string(down.cols) +
-                "; expected gate and up [width × cols], down [cols × width]");
+  requireGatedMlpShapes("CPU backend", gate, up, down);
   if (n <= 0) return;
+  const int64_t cols = gate.cols, width = gate.rows;
   if (gemvProjects(n)) {
     gatedMlpGemv(x, n, gate, up, down, scale, out);
     return;

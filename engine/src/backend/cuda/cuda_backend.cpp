@@ -206,12 +206,8 @@ void CudaBackend::project(const uint16_t* x, int64_t n, const Weight& w, uint16_
 
 void CudaBackend::gatedMlp(const uint16_t* x, int64_t n, const Weight& gate, const Weight& up, const Weight& down,
                            const float* scale, uint16_t* const* out) const {
+  requireGatedMlpShapes("CUDA backend", gate, up, down);
   const int64_t cols = gate.cols, width = gate.rows;
-  if (up.rows != width || up.cols != cols || down.rows != cols || down.cols != width)
-    throw Error("CUDA backend: gated MLP: gate " + std::to_string(gate.rows) + " × " + std::to_string(gate.cols) +
-                ", up " + std::to_string(up.rows) + " × " + std::to_string(up.cols) + ", down " +
-                std::to_string(down.rows) + " × " + std::to_string(down.cols) +
-                "; expected gate and up [width × cols], down [cols × width]");
   if (n <= 0) return;
   State& s = *state_;
   std::lock_guard lock(s.mutex);
