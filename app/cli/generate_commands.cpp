@@ -141,10 +141,11 @@ struct Session {
   PrefetchPredictor prefetch = PrefetchPredictor::Off;
 };
 
-Session open(const std::filesystem::path& dir, EngineOptions options, const std::optional<std::string>& budget) {
+Session open(const std::filesystem::path& dir, EngineOptions options, const std::optional<std::string>& budget,
+             bool awaitWarmStart) {
   Session s;
   s.prefetch = options.model.prefetch.predictor;
-  s.engine = openEngine(dir, std::move(options), budget);
+  s.engine = openEngine(dir, std::move(options), budget, awaitWarmStart);
   s.tokenizer = &s.engine->tokenizer();
   s.model = &s.engine->model();
   s.chatTemplate = s.engine->chatTemplate();
@@ -223,7 +224,7 @@ int runGenerate(const Args& arguments) {
   if (trace && !budget) throw Error("--trace records the expert runtime's operations: give --budget SIZE|PCT% too");
   if (trace && !std::ofstream(tracePath, std::ios::binary | std::ios::trunc))  // fail before generating
     throw Error("--trace: cannot write " + tracePath);
-  Session s = open(args[0], options, budget);
+  Session s = open(args[0], options, budget, line.has("--warm-start"));
 
   const bool useTemplate = !raw && s.chatTemplate;
   if (!raw && !s.chatTemplate) std::fprintf(stderr, "zipmoe: note: %s has no chat template; using the raw prompt\n", args[0].c_str());
@@ -254,7 +255,7 @@ int runChat(const Args& arguments) {
   if (!ChatTemplate::hasChatTemplate(dir / "tokenizer_config.json"))
     throw Error(dir.string() + " has no chat template (tokenizer_config.json has no chat_template), so `chat` cannot "
                 "format a conversation; use `zipmoe generate MODEL --raw --prompt TEXT` for plain completion");
-  Session s = open(dir, options, budget);
+  Session s = open(dir, options, budget, cmdline.has("--warm-start"));
 
   const bool interactive = ::isatty(STDIN_FILENO) == 1;
   if (interactive) std::fprintf(stderr, "chat: /exit to quit, /reset to clear the conversation, /system TEXT to set the system prompt\n");
@@ -359,7 +360,7 @@ int runBenchChat(const Args& arguments) {
   if (!ChatTemplate::hasChatTemplate(dir / "tokenizer_config.json"))
     throw Error(dir.string() + " has no chat template (tokenizer_config.json has no chat_template): bench chat needs one");
   const std::string text = readInputFile(textPath);
-  Session s = open(dir, options, budget);
+  Session s = open(dir, options, budget, line.has("--warm-start"));
 
   const auto discard = [](std::string_view) { return true; };
   {  // Untimed warm-up: libtorch's first calls and the first expert reads are not what is measured.

@@ -47,7 +47,9 @@ uint64_t parseByteSize(const std::string& option, const std::string& text) {
 
 const std::vector<OptionSpec>& runtimeOptionSpecs() {
   static const std::vector<OptionSpec> specs = {
-      {"--budget", "SIZE|PCT%", "run the experts through the runtime under this memory budget: bytes (K/M/G suffix) or PCT% (0-100) of the expert bytes, working set included"},
+      {"--budget", "SIZE|PCT%|auto", "run the experts through the runtime under this memory budget: bytes (K/M/G suffix) or PCT% (0-100) of the expert bytes, working set included; auto: follow the machine's free memory, leaving --free-margin to other programs"},
+      {"--free-margin", "SIZE", "with --budget auto: the memory left available to other programs (default the larger of 512M and 1/16 of the machine's)"},
+      {"--no-history", "", "neither plan from the activation statistics earlier runs kept for this store nor add this run's to them"},
       {"--pools", "FCSE", "the ZipMoE pools to use (any of F, C, S, E)"},
       {"--offload", "zipmoe|full", "ZipMoE (default) or full-tensor offloading (needs --checkpoint)"},
       {"--checkpoint", "HF_DIR", "the BF16 checkpoint the full-tensor baseline reads"},
@@ -63,7 +65,8 @@ const std::vector<OptionSpec>& runtimeOptionSpecs() {
       {"--own-shares", "", "keep each layer within its own share of the budget (by default room a layer leaves unused is lent to the others)"},
       {"--workers", "L", "decompression workers (1-256)"},
       {"--buffered", "", "page-cache reads instead of O_DIRECT"},
-      {"--warm-start", "", "fill the pools with the experts the history ranks highest before the first prompt (waits for it)"},
+      {"--warm-start", "", "wait until the pools hold the experts the history ranks highest before the first prompt (by default they fill in the background until the first prompt comes)"},
+      {"--no-warm-start", "", "do not fill the pools before the first prompt"},
       {"--profile", "FILE", "the cost profile (default STORE/profile.json)"},
       {"--prefetch", "PREDICTOR", "speculative expert prefetch: router, previous, table (with --prefetch-table), oracle[:ACCURACY] (with --replay-trace) or off"},
       {"--prefetch-slots", "N", "experts read ahead at once (0-4096; default 2 × top-k with --prefetch), inside the budget"},
@@ -98,7 +101,16 @@ std::optional<std::string> parseRuntimeOptions(const CommandLine& line, EngineOp
   RuntimeOptions r;
   const std::optional<std::string> budget = line.text("--budget");
   bool any = false;
-  if (budget) r.budget = parseBudget("--budget", *budget);
+  if (budget && *budget == "auto") {
+    FollowPolicy follow;
+    if (line.has("--free-margin")) follow.marginBytes = parseByteSize("--free-margin", *line.text("--free-margin"));
+    engine.followFreeMemory = follow;
+    r.budget = MemoryBudget::bytes(1).clamped();  // the engine moves it to the free memory at once
+  } else if (budget) {
+    r.budget = parseBudget("--budget", *budget);
+  }
+  if (line.has("--free-margin") && !engine.followFreeMemory)
+    throw Error("option --free-margin is for --budget auto");
   if (const auto v = line.text("--pools")) {
     r.pools = parsePoolMask(*v, "option --pools");
     any = true;
@@ -161,10 +173,11 @@ std::optional<std::string> parseRuntimeOptions(const CommandLine& line, EngineOp
     r.readMode = ReadMode::Buffered;
     any = true;
   }
-  if (line.has("--warm-start")) {
-    engine.warmStart = true;
-    any = true;
-  }
+  if (line.has("--warm-start") && line.has("--no-warm-start"))
+    throw Error("options --warm-start and --no-warm-start contradict each other: give one");
+  if (line.has("--warm-start")) any = true;
+  if (line.has("--no-warm-start")) engine.warmStart = false;
+  if (line.has("--no-history")) engine.persistHistory = false;
   if (const auto v = line.text("--prefetch")) {
     PrefetchOptions& p = engine.model.prefetch;
     const size_t colon = v->find(':');
@@ -212,7 +225,7 @@ std::optional<std::string> parseRuntimeOptions(const CommandLine& line, EngineOp
 }
 
 std::unique_ptr<Engine> openEngine(const std::filesystem::path& dir, EngineOptions options,
-                                   const std::optional<std::string>& budget) {
+                                   const std::optional<std::string>& budget, bool awaitWarmStart) {
   if (!options.onStatus) options.onStatus = [](const std::string& s) { std::fprintf(stderr, "zipmoe: %s\n", s.c_str()); };
   std::unique_ptr<Engine> engine;
   try {
@@ -222,10 +235,28 @@ std::unique_ptr<Engine> openEngine(const std::filesystem::path& dir, EngineOptio
       throw Error("--budget " + *budget + ": " + e.what());
     throw;
   }
-  if (const ExpertRuntime* rt = engine->runtime(); rt && budget)
+  if (BudgetFollower* follower = engine->budgetFollower()) {
+    const auto reading = follower->lastReading();
+    std::fprintf(stderr,
+                 "zipmoe: --budget auto: %.0f MiB now (%.0f MiB available, %.0f MiB left to other programs); it follows "
+                 "free memory between %.0f and %.0f MiB\n",
+                 static_cast<double>(follower->budget()) / (1 << 20),
+                 reading ? static_cast<double>(reading->availableBytes) / (1 << 20) : 0.0,
+                 reading ? static_cast<double>(follower->policy().margin(reading->totalBytes)) / (1 << 20) : 0.0,
+                 static_cast<double>(follower->policy().floorBytes) / (1 << 20),
+                 static_cast<double>(follower->policy().ceilingBytes) / (1 << 20));
+    follower->setOnMove([](const BudgetMove& m) {
+      std::fprintf(stderr, "zipmoe: [%.2f s] budget %.0f -> %.0f MiB: %s\n", m.seconds,
+                   static_cast<double>(m.fromBytes) / (1 << 20), static_cast<double>(m.toBytes) / (1 << 20), m.reason.c_str());
+    });
+  } else if (const ExpertRuntime* rt = engine->runtime(); rt && budget)
     std::fprintf(stderr, "zipmoe: --budget %s: %llu bytes of %llu bytes of experts (BF16); its working set, %llu bytes, is part of it\n",
                  budget->c_str(), static_cast<unsigned long long>(rt->stats().budgetBytes),
                  static_cast<unsigned long long>(rt->expertBytes()), static_cast<unsigned long long>(rt->minimumBudget()));
+  if (const auto& h = engine->historyPath(); !h.empty() && std::filesystem::exists(h))
+    std::fprintf(stderr, "zipmoe: planning from the activation history of earlier runs (%s; --no-history: without)\n",
+                 h.c_str());
+  if (!awaitWarmStart) return engine;
   if (const auto warm = engine->waitForWarmUp())
     std::fprintf(stderr,
                  "zipmoe: --warm-start: %llu experts (%.1f MiB read) kept in the pools over %d MoE layers, %llu of them "

@@ -7,7 +7,10 @@
 //   --offload zipmoe|full   ZipMoE (default) or full-tensor offloading (needs --checkpoint HF_DIR)
 //   --eviction zipmoe|lru|fifo|lfu|marking|usage   --no-plan (fixed equal split)   --fifo-schedule
 //   --workers L   --buffered (page-cache reads instead of O_DIRECT)   --profile FILE
-//   --warm-start         fill the pools from the history before the first prompt (waits for it)
+//   --budget auto [--free-margin SIZE]   the budget follows the machine's free memory (BudgetFollower)
+//   --no-history         no persisted activation statistics (by default planned from and added to)
+//   --warm-start         wait for the pools to fill from the history before the first prompt (by
+//                        default they fill in the background until it comes)   --no-warm-start
 //   --replay-trace TSV [--trace-prompt N]   force routing from a real activation trace
 #pragma once
 
@@ -44,8 +47,9 @@ const std::vector<OptionSpec>& runtimeOptionSpecs();
 std::optional<std::string> parseRuntimeOptions(const CommandLine& line, EngineOptions& engine);
 // Opens the engine (its runtime resolves the budget); a budget below the runtime's minimum is
 // refused (the message names the option, the minimum in bytes and as a share of the expert bytes).
+// With `awaitWarmStart` (--warm-start) it waits for the warm start and prints what it did.
 std::unique_ptr<Engine> openEngine(const std::filesystem::path& dir, EngineOptions options,
-                                   const std::optional<std::string>& budgetText);
+                                   const std::optional<std::string>& budgetText, bool awaitWarmStart = false);
 // --context-overflow drop-oldest|error, taken by every door (generate, chat, serve): what happens to
 // a conversation that outgrows the model's context window (zipmoe/generation/conversation.h).
 OptionSpec contextOverflowOptionSpec();

@@ -134,7 +134,8 @@ int runServe(const Args& args) {
 
   const std::filesystem::path replayTrace = options.replayTrace;
   // The budget is serving's whole memory: the engine opens the runtime with the experts' part of it.
-  if (budget) serve.memoryBudget = options.runtime->budget;
+  // With --budget auto the experts' budget follows free memory; the KV cache lives in the margin.
+  if (budget && !options.followFreeMemory) serve.memoryBudget = options.runtime->budget;
   options.serve = serve;
   auto engine = openEngine(dir, std::move(options), budget);
   ServeScheduler& scheduler = engine->scheduler();

@@ -157,6 +157,8 @@ json runOne(const std::filesystem::path& store, const EngineOptions& base, const
   EngineOptions options = base;
   options.runtime->eviction = config.eviction;
   options.onStatus = [](const std::string&) {};
+  // Every configuration starts from the same state: no statistics of earlier runs, none saved.
+  options.persistHistory = false;
   options.replayPerRequest = !options.replayTrace.empty();
   ServeOptions& so = options.serve;
   so = ServeOptions{};

@@ -150,7 +150,9 @@ void EngineWorker::openModel(const OpenModelRequest& request) {
     runtime.budget = request.budget.clamped();
     runtime.pools = request.pools;
     runtime.decompressWorkers = request.decompressWorkers;
-    // The planner starts from the statistics of earlier sessions.
+    // The planner starts from the statistics of earlier runs, which the engine keeps per user for
+    // every door (EngineOptions::persistHistory). Counts an earlier version of the app kept in its
+    // database seed them once, while the engine has none yet.
     tryDatabase(QT_TR_NOOP("read the saved expert statistics"), [&](ChatDatabase& db) {
       if (const auto counts = db.loadActivationCounts(modelKey)) {
         if (counts->layers != layers || counts->experts != experts) {
@@ -310,11 +312,11 @@ void EngineWorker::stopServer() {
 void EngineWorker::saveStatistics() {
   if (!engine_ || !engine_->runtime()) return;
   // Statistics are an optimisation for the next start; a full disk must not end the chat.
-  tryDatabase(QT_TR_NOOP("save expert statistics"), [&](ChatDatabase& db) {
-    const ActivationCounts c = engine_->runtime()->activationCounts();
-    db.saveActivationCounts(info_.modelKey, c.layers, c.experts, std::vector<quint64>(c.counts.begin(), c.counts.end()),
-                            std::vector<quint64>(c.steps.begin(), c.steps.end()));
-  });
+  try {
+    engine_->saveActivationHistory();
+  } catch (const std::exception& e) {
+    Q_EMIT loadProgress(tr("Could not save the expert statistics: %1").arg(QString::fromUtf8(e.what())), -1.0);
+  }
 }
 
 void EngineWorker::closeModel() {

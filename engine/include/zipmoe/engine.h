@@ -9,9 +9,16 @@
 // set, every MoE layer's routing is forced from a real activation trace (TraceRouting). The budget
 // is moved on the runtime (ExpertRuntime::setBudget): it replans off the critical path while
 // generation goes on.
-// With `warmStart` the runtime's pools are filled on a background thread once the model has loaded
-// (ExpertRuntime::warmUp): the first prompt finds the experts its history ranks highest in memory,
-// and that prompt's first layer stops the fill (it waits at most for one layer's batch).
+// The runtime plans from the activation statistics of every earlier run on the store (persistHistory,
+// on by default: kept per user, shared by the CLI, the app and `zipmoe serve`), and this run's
+// counts are added to them when the engine closes.
+// With `warmStart` (the default) the runtime's pools are filled on a background thread once the
+// model has loaded (ExpertRuntime::warmUp): the first prompt finds the experts its history ranks
+// highest in memory, and that prompt's first layer stops the fill (it waits at most for one layer's
+// batch).
+// With `followFreeMemory` (`--budget auto`) the budget follows the machine's free memory
+// (BudgetFollower, zipmoe/plan/memory_follower.h): it opens at what is available above a margin and
+// moves, replanning live, as other programs take and give back memory.
 // Every door generates through the engine's one generation core, scheduler(): a ServeScheduler
 // whose thread owns the model from its first use on (ChatSession posts its turns there, `zipmoe
 // serve` and the app's local server their HTTP requests), so the same conversation is rendered,
@@ -22,6 +29,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -35,6 +43,7 @@
 #include "zipmoe/profile/cost_profile.h"
 #include "zipmoe/experts/expert_runtime.h"
 #include "zipmoe/model/model.h"
+#include "zipmoe/plan/memory_follower.h"
 #include "zipmoe/trace/request_routing.h"
 #include "zipmoe/serve/serve_scheduler.h"
 #include "zipmoe/text/tokenizer.h"
@@ -54,7 +63,18 @@ struct EngineOptions {
   bool replayPerRequest = false;
   std::function<void(const std::string&)> onStatus;  // "measuring cost profile…" etc.
   // With `runtime`: fill its pools in the background until the first prompt (see above).
-  bool warmStart = false;
+  bool warmStart = true;
+  // With `runtime`: plan from the statistics earlier runs kept (they take the place of
+  // RuntimeOptions::history, which seeds them when there are none yet) and add this run's to them
+  // at close. `historyPath` empty: the per-user place (history::defaultPath). Off (`--no-history`):
+  // RuntimeOptions::history or the prior, and nothing is saved.
+  bool persistHistory = true;
+  std::filesystem::path historyPath;
+  // With `runtime`: the budget follows free memory from the start (its floor and ceiling are set
+  // from the runtime; RuntimeOptions::budget is ignored). `memorySource` null: /proc.
+  std::optional<FollowPolicy> followFreeMemory;
+  std::shared_ptr<MemorySource> memorySource;
+  std::chrono::milliseconds followInterval{250};
   // Wraps the routed-expert provider before the model loads (e.g. DistributedExperts, which has some
   // experts computed on other machines). Given the local provider — the runtime, or null when every
   // expert is resident (the hook then loads what it needs from `dir`) — it returns the model's.
@@ -101,6 +121,16 @@ class Engine {
   // it did; std::nullopt when none was started. Throws zipmoe::Error with the warm start's failure
   // (an unreadable store: the first prompt would fail the same way).
   std::optional<WarmUpResult> waitForWarmUp();
+  // Adds this run's activation counts since the last save (or the open) to the persisted history
+  // (persistHistory), so it may be called after every reply. The destructor calls it and ignores a
+  // failure. Throws zipmoe::Error naming the file it could not write. From any thread.
+  void saveActivationHistory();
+  const std::filesystem::path& historyPath() const { return historyPath_; }  // empty: not persisted
+  // Following free memory: on creates the follower (EngineOptions' policy, or the defaults) and
+  // starts it, or enables it again; off keeps the budget where it is. No-op without a runtime.
+  // Throws zipmoe::Error when the machine's memory cannot be read. From any thread.
+  void followFreeMemory(bool on);
+  BudgetFollower* budgetFollower();  // null until following was asked for
 
  private:
   Engine() = default;
@@ -122,6 +152,17 @@ class Engine {
   std::thread warm_;
   std::optional<WarmUpResult> warmResult_;
   std::string warmError_;
+  // Persisted activation statistics: where, for which store, and what the runtime started with.
+  std::filesystem::path historyPath_;
+  std::string storeIdentity_;
+  std::mutex historyMutex_;
+  std::optional<ActivationCounts> historyAtOpen_;  // what the file has of this run's counts
+  // Declared after the runtime: stopped before it goes.
+  std::mutex followerMutex_;
+  FollowPolicy followPolicy_;
+  std::shared_ptr<MemorySource> memorySource_;
+  std::chrono::milliseconds followInterval_{250};
+  std::unique_ptr<BudgetFollower> follower_;
 };
 
 }  // namespace zipmoe

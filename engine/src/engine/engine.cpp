@@ -3,11 +3,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/activation_history.h"
 #include "io/file_io.h"
 #include "serve/memory_split.h"
 #include "zipmoe/hf/model_config.h"
@@ -25,6 +27,10 @@ std::filesystem::path userCacheDir() {
 }  // namespace
 
 Engine::~Engine() {
+  {
+    std::lock_guard lock(followerMutex_);
+    if (follower_) follower_->stop();  // it moves the runtime's budget
+  }
   if (scheduler_) scheduler_->stop();  // its thread drives the model: it goes first
   stopWarm_ = true;
   if (warm_.joinable()) warm_.join();
@@ -33,6 +39,48 @@ Engine::~Engine() {
   } catch (const std::exception&) {
     // Best effort: a profile that cannot be written stays as it was.
   }
+  try {
+    saveActivationHistory();
+  } catch (const std::exception&) {
+    // Best effort: the statistics are an optimisation for the next run.
+  }
+}
+
+void Engine::saveActivationHistory() {
+  if (!runtime_ || historyPath_.empty()) return;
+  std::lock_guard lock(historyMutex_);
+  ActivationCounts now = runtime_->activationCounts();
+  history::save(historyPath_, storeIdentity_, now, historyAtOpen_);
+  historyAtOpen_ = std::move(now);  // saved: the next save adds only what comes after
+}
+
+void Engine::followFreeMemory(bool on) {
+  if (!runtime_) return;
+  std::lock_guard lock(followerMutex_);
+  if (follower_) {
+    if (on) follower_->budgetMovedTo(runtime_->stats().budgetBytes);
+    follower_->setEnabled(on);
+    return;
+  }
+  if (!on) return;
+  FollowPolicy policy = followPolicy_;
+  policy.floorBytes = runtime_->minimumBudget();
+  const uint64_t all = runtime_->minimumBudget() + runtime_->expertBytes();
+  policy.ceilingBytes = policy.ceilingBytes > 0 ? std::clamp(policy.ceilingBytes, policy.floorBytes, all) : all;
+  if (!memorySource_) memorySource_ = std::make_shared<ProcMemorySource>();
+  const uint64_t start = BudgetFollower::initialBudget(memorySource_->read(), policy);
+  std::shared_ptr<ExpertRuntime> rt = runtime_;
+  const uint64_t resolved = rt->setBudget(MemoryBudget::bytes(start).clamped());
+  follower_ = std::make_unique<BudgetFollower>(
+      memorySource_, policy, resolved,
+      [rt](uint64_t bytes) { return rt->setBudget(MemoryBudget::bytes(bytes).clamped()); },
+      [rt] { return rt->stats().heldBytes; });
+  follower_->start(followInterval_);
+}
+
+BudgetFollower* Engine::budgetFollower() {
+  std::lock_guard lock(followerMutex_);
+  return follower_.get();
 }
 
 ServeScheduler& Engine::scheduler() {
@@ -122,7 +170,24 @@ std::unique_ptr<Engine> Engine::open(const std::filesystem::path& dir, const Eng
                                      options.serve.expertFloorShare);
       runtimeOptions.budget = MemoryBudget::bytes(split.experts());
     }
+    if (options.persistHistory) {
+      e->storeIdentity_ = storeIdentity(*e->store_);
+      e->historyPath_ = options.historyPath.empty() ? history::defaultPath(*e->store_) : options.historyPath;
+      const Manifest& m = e->store_->manifest();
+      history::Loaded kept = history::load(e->historyPath_, e->storeIdentity_, m.numLayers(), m.numExperts);
+      if (!kept.note.empty()) status("activation history not used: " + kept.note);
+      if (kept.counts) runtimeOptions.history = std::move(kept.counts);
+      e->historyAtOpen_ = runtimeOptions.history;
+    }
+    if (options.followFreeMemory) {
+      // Opened at its minimum; followFreeMemory moves it to what the machine has free at once.
+      runtimeOptions.budget = MemoryBudget::bytes(1).clamped();
+      e->followPolicy_ = *options.followFreeMemory;
+    }
+    e->memorySource_ = options.memorySource;
+    e->followInterval_ = options.followInterval;
     e->runtime_ = ExpertRuntime::open(e->store_, runtimeOptions, e->profile_);
+    if (options.followFreeMemory) e->followFreeMemory(true);
     modelOptions.experts = e->runtime_;
   }
   status("loading " + dir.string() + "…");
