@@ -12,6 +12,11 @@
 
 namespace zipmoe::testing {
 
+#ifdef ZIPMOE_SOURCE_DIR
+// The trained demo model the project ships (resources/demo-model, an HF directory).
+inline std::filesystem::path demoModelDir() { return std::filesystem::path(ZIPMOE_SOURCE_DIR) / "resources/demo-model"; }
+#endif
+
 // A fresh directory under the system temp dir, removed at scope exit.
 class TempDir {
  public:

@@ -28,6 +28,7 @@
 // resident TPOT), and under "reference" the resident runs with the bytes a step reads and the
 // bandwidth floor (bytes / bandwidth).
 #include <algorithm>
+#include <random>
 #include <cmath>
 #include <cstdio>
 #include <chrono>
@@ -35,6 +36,7 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include <unistd.h>
 
@@ -65,6 +67,7 @@ struct SuiteOptions {
   bool warmUp = true;  // read the files and run one unmeasured pass before the first measurement
   bool prime = true;   // read a system's files again just before each of its measurements
   int repeat = 1;      // measurements of every system at every point (their median is reported)
+  std::optional<uint64_t> promptSeed;  // the measured prompts were drawn with it (--prompt-seed)
   bool resident = true;  // measure the all-resident reference for every run shape (stall = TPOT - resident)
 };
 
@@ -177,6 +180,7 @@ class SuiteRunner {
     doc["settings"]["warm_start"] = o_.run.warmStart;
     doc["settings"]["trace_continuation_tokens"] = o_.run.traceContinuation;
     doc["settings"]["order"] = "rotated";
+    if (o_.promptSeed) doc["settings"]["prompt_seed"] = *o_.promptSeed;
     if (o_.warmUp && !warmedUp_) {
       RunSettings unmeasured = o_.run;
       unmeasured.traceDir.clear();  // --schedule-trace: measured runs only
@@ -613,9 +617,11 @@ const CommandSpec& suiteSpec() {
        {"--no-prime", "", "do not re-read a system's files before each measurement"},
        {"--no-resident", "", "skip the all-resident reference run (resident TPOT, stall and the bandwidth floor)"},
        {"--repeat", "N", "measurements of each system at each point, the median reported (1-100)"},
-       {"--warm-start", "", "every offloading system fills its pools before the first prompt from the --history counts (the full-tensor baselines get them too, to rank what they keep); TTFT then starts warm"},
-       {"--history", "N", "ZipMoE systems plan from the activation counts of N other trace prompts from the start, as the app does from its stored statistics (default 0: the prior)"},
-       {"--trace-continuation", "TAU", "once a trace prompt's tokens are replayed, draw later tokens' experts from the prompt's counts so far plus TAU tokens of the layer's counts over all prompts (a Polya urn, 0-1000000; default 0: replay the prompt's counts again). Fitted on the traces: 32 for Qwen1.5-MoE, 16 for DeepSeek-V2-Lite (scripts/dev/fit_session_weight.py)"}},
+       {"--warm-start", "", "(the default) fill the offloading systems' pools before the first prompt; kept so that older commands run"},
+       {"--no-warm-start", "", "offloading systems start with empty pools (by default, as every door of the product does, they fill them before the first prompt from the --history counts; the full-tensor baselines get them too, to rank what they keep)"},
+       {"--history", "N", "the systems plan from the activation counts of N other trace prompts from the start, as the product does from the statistics its earlier runs kept (default 8; 0: the prior)"},
+       {"--prompt-seed", "S", "draw the measured trace prompts (as many as --prompts lists, default one) at random with seed S (default 1 unless --prompts is given); the draw is printed and written to the results"},
+       {"--trace-continuation", "TAU", "once a trace prompt's tokens are replayed, draw later tokens' experts from the prompt's counts so far plus TAU tokens of the layer's counts over all prompts (a Polya urn, 0-1000000; 0: replay the prompt's counts again). Default: the value fitted on the workload's trace, 32 for Qwen1.5-MoE, 16 for DeepSeek-V2-Lite (scripts/dev/fit_session_weight.py), 0 otherwise"}},
       1, 1,
       "A budget PCT is PCT % of the model's expert bytes in BF16, the whole budget (working set included), as in\n"
       "`generate --budget PCT%`; a system whose minimum is above it is reported as skipped.\n"
@@ -662,9 +668,19 @@ int runBenchSuite(const Args& arguments) {
   o.run.promptTokens = line.integer<int>("--prompt-tokens", 1, 1 << 16, o.run.promptTokens);
   o.run.tokens = line.integer<int>("--tokens", 2, 1 << 20, o.run.tokens);
   o.run.warmup = line.integer<int>("--warmup", 0, 1 << 20, o.run.warmup);
-  o.run.historyPrompts = line.integer<int>("--history", 0, 1 << 20, 0);
-  o.run.warmStart = line.has("--warm-start");
-  o.run.traceContinuation = line.number("--trace-continuation", 0, 1e6, 0);
+  // The product's defaults: statistics of earlier runs (here: other prompts of the trace) and a
+  // warm start from them, as every door of the product has by default (EngineOptions).
+  o.run.historyPrompts = line.integer<int>("--history", 0, 1 << 20, 8);
+  if (line.has("--warm-start") && line.has("--no-warm-start"))
+    throw Error("options --warm-start and --no-warm-start contradict each other: give one");
+  o.run.warmStart = !line.has("--no-warm-start");
+  const std::optional<double> continuation =
+      line.has("--trace-continuation") ? std::optional<double>(line.number("--trace-continuation", 0, 1e6, 0)) : std::nullopt;
+  if (line.has("--prompt-seed") && line.has("--prompts"))
+    throw Error("options --prompt-seed and --prompts both choose the measured prompts: give one");
+  const std::optional<uint64_t> promptSeed =
+      line.has("--prompts") ? std::nullopt
+                            : std::optional<uint64_t>(line.integer<uint64_t>("--prompt-seed", 0, UINT64_MAX, 1));
   if (const auto v = line.text("--schedule-trace")) o.run.traceDir = *v;
   const int threads = line.integer<int>("--threads", 0, 4096, 0);
   const bool buffered = line.has("--buffered");
@@ -717,6 +733,31 @@ int runBenchSuite(const Args& arguments) {
   std::filesystem::create_directories(dir);
 
   auto w = BenchWorkload::open(spec);
+  o.run.traceContinuation = continuation ? *continuation : workload == "qwen" ? 32.0 : workload == "deepseek" ? 16.0 : 0.0;
+  if (!line.has("--history") && w->tracePrompts() > 0)  // a short trace: the history it has room for
+    o.run.historyPrompts = std::clamp(w->tracePrompts() - static_cast<int>(o.run.prompts.size()), 0, o.run.historyPrompts);
+  if (promptSeed && w->tracePrompts() > 0) {
+    // Prompts nobody picked: drawn by a seed, from those that leave room for the history after them.
+    const int count = static_cast<int>(o.run.prompts.size());
+    const int room = w->tracePrompts() - o.run.historyPrompts;
+    if (room < count)
+      throw Error("--history " + std::to_string(o.run.historyPrompts) + " leaves " + std::to_string(std::max(room, 0)) +
+                  " of the trace's " + std::to_string(w->tracePrompts()) + " prompts to measure; " + std::to_string(count) +
+                  " are needed");
+    std::mt19937_64 rng(*promptSeed);
+    std::vector<int> pool(static_cast<size_t>(room));
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    o.run.prompts.assign(pool.begin(), pool.begin() + count);
+    o.promptSeed = promptSeed;
+    std::string list;
+    for (int p : o.run.prompts) list += (list.empty() ? "" : ",") + std::to_string(p);
+    std::printf("bench: measured trace prompts %s (drawn with --prompt-seed %llu; --prompts %s repeats them)\n", list.c_str(),
+                static_cast<unsigned long long>(*promptSeed), list.c_str());
+  }
+  if (w->tracePrompts() > 0)
+    std::printf("bench: history of %d trace prompts, warm start %s, trace continuation %g\n", o.run.historyPrompts,
+                o.run.warmStart ? "on" : "off", o.run.traceContinuation);
   if (w->tracePrompts() > 0)
     for (int p : o.run.prompts)
       if (p >= w->tracePrompts())

@@ -421,12 +421,13 @@ class TestCli : public QObject {
                    !r.err.contains("(stopped)"),
                qPrintable(r.err));
     }
-    {  // a suite with --warm-start reports what each offloading system's warm start did
+    {  // a suite with the product's defaults (a warm start) reports what each offloading system's warm start did
       r = runCli({"bench", "suite", "budget", "--hf", path(tmp / "hf"), "--store", path(tmp / "store"), "--label", "warm",
                   "--trace-file", path(tmp / "trace.tsv"), "--out", path(tmp / "warm"), "--budgets", "60", "--systems",
                   "zipmoe,full-lru", "--tokens", "3", "--warmup", "1", "--prompt-tokens", "3", "--no-resident",
-                  "--no-plot", "--no-warm-up", "--warm-start"});
+                  "--no-plot", "--no-warm-up"});
       QVERIFY2(r.exitCode == 0, qPrintable(r.err + r.out));
+      QVERIFY2(r.out.contains("drawn with --prompt-seed 1"), qPrintable(r.out));
       QFile f(path(tmp / "warm" / "budget-warm.json"));
       QVERIFY(f.open(QIODevice::ReadOnly));
       const QJsonObject doc = QJsonDocument::fromJson(f.readAll()).object();

@@ -11,23 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "engine/greedy_sampling.h"
 #include "test_support.h"
 #include "zipmoe/chat_session.h"
 #include "zipmoe/engine.h"
 #include "zipmoe/base/error.h"
 
 using namespace zipmoe;
+using zipmoe::testing::greedy;
 
 namespace {
-
-std::filesystem::path demoModel() { return std::filesystem::path(ZIPMOE_FIXTURES_DIR) / "../../resources/demo-model"; }
-
-SamplingParams greedy(int tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.maxTokens = tokens;
-  return p;
-}
 
 // The reply a fresh session (nothing cached) gives to this conversation.
 std::string fromScratch(Engine& engine, const std::string& system, const std::vector<ChatMessage>& messages, int tokens) {
@@ -46,7 +39,7 @@ class TestChatSession : public QObject {
 
  private Q_SLOTS:
   void initTestCase() {
-    if (!std::filesystem::exists(demoModel() / "config.json")) QSKIP("resources/demo-model is absent");
+    if (!std::filesystem::exists(zipmoe::testing::demoModelDir() / "config.json")) QSKIP("resources/demo-model is absent");
   }
 
   void turnsReuseTheCacheAndMatchAFreshPrefill_data() {
@@ -58,7 +51,7 @@ class TestChatSession : public QObject {
     QFETCH(int, dtype);
     EngineOptions o;
     o.model.dtype = static_cast<ComputeDtype>(dtype);
-    auto engine = Engine::open(demoModel(), o);
+    auto engine = Engine::open(zipmoe::testing::demoModelDir(), o);
     ChatSession chat(*engine);
     chat.setSystemPrompt("You are a herald of Verona.");
     const char* turns[] = {"ROMEO: what news from Mantua?", "And of my lady?", "Then I defy you, stars!"};
@@ -106,7 +99,7 @@ class TestChatSession : public QObject {
   void theOldestTurnsMakeRoomInTheContextWindow() {
     EngineOptions o;
     o.model.dtype = ComputeDtype::Float32;
-    auto engine = Engine::open(demoModel(), o);
+    auto engine = Engine::open(zipmoe::testing::demoModelDir(), o);
     ChatSession chat(*engine);
     std::string long_;
     for (int i = 0; i < 4; ++i) long_ += "Now is the winter of our discontent made glorious summer. ";
@@ -124,7 +117,7 @@ class TestChatSession : public QObject {
   // generates nothing more until it is stopped, and then ends as "stopped" with that text, the
   // start of what the lone run gives; a callback that refuses stops it the same way.
   void stopAndPauseReachTheCore() {
-    auto engine = Engine::open(demoModel(), EngineOptions{});
+    auto engine = Engine::open(zipmoe::testing::demoModelDir(), EngineOptions{});
     const std::string question = "ROMEO: what news from Mantua?";
     ChatSession lone(*engine);
     const GenerationStats full = lone.send(question, greedy(40), {});
@@ -155,7 +148,7 @@ class TestChatSession : public QObject {
 
   // Sessions on one engine keep their own caches: interleaved, each replies as it would alone.
   void sessionsShareAnEngine() {
-    auto engine = Engine::open(demoModel(), EngineOptions{});
+    auto engine = Engine::open(zipmoe::testing::demoModelDir(), EngineOptions{});
     ChatSession a(*engine), b(*engine);
     const std::string a1 = a.send("JULIET: O Romeo", greedy(12), {}).text;
     const std::string b1 = b.send("KING RICHARD: my kingdom", greedy(12), {}).text;

@@ -15,6 +15,7 @@
 
 #include "engine/activation_history.h"
 #include "io/file_io.h"
+#include "engine/greedy_sampling.h"
 #include "test_support.h"
 #include "zipmoe/base/error.h"
 #include "zipmoe/chat_session.h"
@@ -24,18 +25,10 @@
 #include "zipmoe/profile/cost_profile.h"
 
 using namespace zipmoe;
+using zipmoe::testing::greedy;
 using zipmoe::testing::TempDir;
 
 namespace {
-
-std::filesystem::path demoModel() { return std::filesystem::path(ZIPMOE_FIXTURES_DIR) / "../../resources/demo-model"; }
-
-SamplingParams greedy(int tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.maxTokens = tokens;
-  return p;
-}
 
 class ScriptedMemory : public MemorySource {
  public:
@@ -89,10 +82,10 @@ class TestEngineDefaults : public QObject {
 
  private Q_SLOTS:
   void initTestCase() {
-    if (!std::filesystem::exists(demoModel() / "config.json")) QSKIP("resources/demo-model is absent");
+    if (!std::filesystem::exists(zipmoe::testing::demoModelDir() / "config.json")) QSKIP("resources/demo-model is absent");
     store_ = dir_.path() / "store";
     ConvertOptions c;
-    convertCheckpoint(demoModel(), store_, c);
+    convertCheckpoint(zipmoe::testing::demoModelDir(), store_, c);
   }
 
   void theHistoryFileRoundTripsAndRefusesBadFields() {

@@ -164,9 +164,21 @@ class TestGenerationBitExact : public QObject {
         p.table = m.table;
         cases.push_back({"zipmoe-prefetch", f, o, p});
       }
+    // What every door runs by default: planned from the statistics of earlier runs (here skewed
+    // counts, 32 steps a layer) and warm-started from them.
+    ActivationCounts earlier;
+    earlier.layers = m.opened->manifest().numLayers();
+    earlier.experts = m.opened->manifest().numExperts;
+    for (int l = 0; l < earlier.layers; ++l) {
+      earlier.steps.push_back(32);
+      for (int e = 0; e < earlier.experts; ++e) earlier.counts.push_back(static_cast<uint64_t>((e * 7 + l * 3) % earlier.experts) * 4);
+    }
     for (double f : {0.1, 0.35}) {  // warm starts: ZipMoE, raw misses as planned, the LRU baseline
       RuntimeOptions o;
       cases.push_back({"zipmoe-warm-start", f, o, {}, false, true});
+      o.history = earlier;
+      cases.push_back({"zipmoe-defaults-history-warm-start", f, o, {}, false, true});
+      o.history.reset();
       o.checkpointDir = m.hf;
       o.rawMisses = RawMisses::Planned;
       cases.push_back({"zipmoe-raw-warm-start", f, o, {}, false, true});
