@@ -1,5 +1,6 @@
 // convert, inspect, verify, info.
 #include <cstdio>
+#include <string>
 
 #include "command_line.h"
 #include "commands.h"
@@ -14,8 +15,10 @@ int runConvert(const Args& arguments) {
   static const CommandSpec spec{
       "zipmoe convert HF_DIR OUT_DIR [OPTIONS]",
       "Converts an HF checkpoint (safetensors) to a ZipMoE store: expert exponents compressed in K shards.",
-      {{"--codec", "C", "exponent codec: huffman8 (default), huffman, nibble, zstd[:LEVEL], lz4[:ACCEL], lz4hc[:LEVEL], raw"},
-       {"--level", "N", "the codec's level (its range depends on the codec)"},
+      {{"--codec", "C",
+        "exponent codec: huffman8, huffman, nibble, zstd[:LEVEL], lz4[:ACCEL], lz4hc[:LEVEL], raw "
+        "(default: huffman8, nibble or zstd, whichever measures cheapest on this machine and disk)"},
+       {"--level", "N", "the --codec's level (its range depends on the codec)"},
        {"--shards", "K", "exponent shards per expert tensor (1-64)"}},
       2, 2, ""};
   const CommandLine line = CommandLine::parse(spec, arguments);
@@ -23,12 +26,20 @@ int runConvert(const Args& arguments) {
   ConvertOptions options;
   if (const auto v = line.text("--codec")) options.codec = parseCodecSpec(*v);
   if (line.has("--level")) {
-    options.codec.level = line.integer<int>("--level", -1000000, 1000000, 0);
-    makeCodec(options.codec);  // rejects a level the codec does not take
+    const int level = line.integer<int>("--level", -1000000, 1000000, 0);
+    if (!options.codec)
+      throw Error("--level " + std::to_string(level) + " needs --codec (a measured choice uses the codec's default level)");
+    options.codec->level = level;
+    makeCodec(*options.codec);  // rejects a level the codec does not take
   }
   options.shards = line.integer<int>("--shards", 1, 64, options.shards);
   const Args& args = line.positionals();
 
+  options.onCodecChosen = [](const CodecChoice& c) {
+    if (c.by == CodecChosenBy::Measured)
+      std::printf("codec measured on this machine (--codec overrides): %s\n", c.reason.c_str());
+    std::fflush(stdout);
+  };
   TerminalProgress bar("converting");
   options.onProgress = [&](const ConvertProgress& p) { bar.update(p.bytesDone, p.bytesTotal, p.currentTensor); };
   options.cancel = installInterruptHandler();
@@ -37,7 +48,7 @@ int runConvert(const Args& arguments) {
   std::printf("converted %s -> %s in %.1f s: %llu expert weights, experts %.2f%% of BF16 (%s, K = %d), dense %.1f MiB\n",
               args[0].c_str(), args[1].c_str(), r.seconds, static_cast<unsigned long long>(r.expertWeights),
               r.expertBytesBf16 ? 100.0 * static_cast<double>(r.expertBytesStored) / static_cast<double>(r.expertBytesBf16) : 0.0,
-              describe(options.codec).c_str(), options.shards, static_cast<double>(r.denseBytes) / (1 << 20));
+              describe(r.codecChoice.chosen).c_str(), options.shards, static_cast<double>(r.denseBytes) / (1 << 20));
   return 0;
 }
 

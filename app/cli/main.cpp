@@ -93,7 +93,8 @@ constexpr const char* kUsage =
     "  node STORE --listen ADDR [OPTIONS]  serve this machine's share of the experts to other machines (gRPC)\n"
     "  train-demo --corpus FILE --out DIR [OPTIONS]  train the demo MoE model (BPE + Mixtral) on a corpus\n"
     "\n"
-    "codecs: huffman8 (default), huffman, nibble, zstd[:LEVEL], lz4[:ACCEL], lz4hc[:LEVEL], raw\n"
+    "codecs: huffman8, huffman, nibble, zstd[:LEVEL], lz4[:ACCEL], lz4hc[:LEVEL], raw; without --codec, convert\n"
+    "  measures huffman8, nibble and zstd on this machine and its disk and takes the cheapest (zipmoe inspect: why)\n"
     "--budget SIZE|PCT% (generate, chat; PCT in bench): PCT % of the model's expert bytes in BF16, 0 < PCT <= 100,\n"
     "  the whole budget with the runtime's working set in it; a budget below the runtime's minimum is refused.\n";
 

@@ -244,7 +244,9 @@ std::unique_ptr<BenchWorkload> BenchWorkload::open(const WorkloadSpec& spec) {
   }
   if (!std::filesystem::exists(spec.store / "manifest.json")) {
     std::fprintf(stderr, "bench: converting %s to %s…\n", spec.hf.string().c_str(), spec.store.string().c_str());
-    convertCheckpoint(spec.hf, spec.store, ConvertOptions{});
+    ConvertOptions convert;  // the product default: the codec measured for this machine
+    convert.onCodecChosen = [](const CodecChoice& c) { std::fprintf(stderr, "bench: codec %s\n", c.reason.c_str()); };
+    convertCheckpoint(spec.hf, spec.store, convert);
   }
   d.store = std::shared_ptr<const Store>(Store::open(spec.store).release());
   const auto profilePath = spec.store / (spec.readMode == ReadMode::Direct ? "profile.json" : "profile-buffered.json");

@@ -169,7 +169,7 @@ class TestCli : public QObject {
     QVERIFY2(!r.err.contains('\r'), "no progress redraws when stderr is not a terminal");
     r = runCli({"inspect", path(tmp / "store")});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
-    for (const char* s : {"qwen2_moe", "zstd:5", "K = 3", "gate_proj", "entropy", "bound"})
+    for (const char* s : {"qwen2_moe", "zstd:5", "K = 3", "gate_proj", "entropy", "bound", "codec choice --codec: zstd:5"})
       QVERIFY2(r.out.contains(s), s);
     r = runCli({"verify", path(tmp / "store"), path(tmp / "hf")});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
@@ -214,6 +214,9 @@ class TestCli : public QObject {
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
     r = runCli({"convert", path(tmp / "hf"), path(tmp / "store")});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    // Without --codec, convert says which codec it measured as cheapest here, and why.
+    QVERIFY2(r.out.contains("codec measured on this machine (--codec overrides): ") && r.out.contains(" s per GB of BF16"),
+             qPrintable(r.out));
     for (const char* model : {"hf", "store"}) {
       r = runCli({"generate", path(tmp / model), "--prompt", "Hello", "--max-tokens", "5", "--temperature", "0"});
       QVERIFY2(r.exitCode == 0, qPrintable(r.err));
@@ -598,6 +601,9 @@ class TestCli : public QObject {
     r = runCli({"convert", "a", "b", "--codec", "brotli"});
     QCOMPARE(r.exitCode, 1);
     QVERIFY(r.err.contains("unknown codec 'brotli'"));
+    r = runCli({"convert", "a", "b", "--level", "5"});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("--level 5 needs --codec"), qPrintable(r.err));
     r = runCli({"convert", "a", "b", "--shards", "x"});
     QVERIFY(r.err.contains("option --shards: 'x' is not an integer"));
     r = runCli({"convert", "a"});

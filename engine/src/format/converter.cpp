@@ -70,6 +70,40 @@ void checkCancel(const ConvertOptions& o) {
   if (o.cancel && o.cancel->load(std::memory_order_relaxed)) throw Cancelled("conversion cancelled");
 }
 
+// The sample the codecs are measured on: the first E-chunk's exponents (capped) of a few expert
+// tensors spread over the layers and kinds, so that measuring stays short whatever the model's size.
+constexpr size_t kSampleTensors = 4;
+constexpr uint64_t kSampleWeightsPerTensor = uint64_t{1} << 20;
+
+std::vector<std::vector<uint8_t>> sampleExponentPlanes(const std::vector<const HfCheckpoint::Entry*>& experts,
+                                                       int shards) {
+  std::vector<std::vector<uint8_t>> planes;
+  std::vector<uint16_t> words;
+  std::vector<uint8_t> sm;
+  const size_t n = std::min(kSampleTensors, experts.size());
+  for (size_t i = 0; i < n; ++i) {
+    const HfCheckpoint::Entry* e = experts[i * experts.size() / n];
+    if (e->info->numel() == 0) continue;
+    const uint64_t firstShard = std::max<uint64_t>(1, e->info->numel() / static_cast<uint64_t>(shards));
+    const uint64_t weights = std::min(kSampleWeightsPerTensor, firstShard);
+    words.resize(static_cast<size_t>(weights));
+    sm.resize(words.size());
+    e->file->read(*e->info, 0, 2 * weights, words.data());
+    std::vector<uint8_t> exps(words.size());
+    bf16::split(words.data(), words.size(), exps.data(), sm.data());
+    planes.push_back(std::move(exps));
+  }
+  return planes;
+}
+
+CodecChoice givenCodec(const CodecSpec& spec) {
+  CodecChoice c;
+  c.chosen = spec;
+  c.by = CodecChosenBy::Option;
+  c.reason = describe(spec) + ": named by the caller (zipmoe convert --codec), not measured";
+  return c;
+}
+
 }  // namespace
 
 ConvertReport convertCheckpoint(const std::filesystem::path& hfDir, const std::filesystem::path& outDir,
@@ -77,7 +111,7 @@ ConvertReport convertCheckpoint(const std::filesystem::path& hfDir, const std::f
   const auto start = std::chrono::steady_clock::now();
   if (options.shards < 1 || options.shards > 64)
     throw Error("--shards " + std::to_string(options.shards) + " is out of range (1..64)");
-  const auto codec = makeCodec(options.codec);
+  if (options.codec) makeCodec(*options.codec);  // a bad level fails before any work
 
   HfCheckpoint ckpt(hfDir);
   const ModelFamily family = familyFromConfig(ckpt.config(), (hfDir / "config.json").string());
@@ -128,11 +162,26 @@ ConvertReport convertCheckpoint(const std::filesystem::path& hfDir, const std::f
   io::FileHandle expertsFile(expertsPartial, O_WRONLY | O_CREAT | O_TRUNC);
   io::FileHandle denseFile(densePartial, O_WRONLY | O_CREAT | O_TRUNC);
 
+  // The codec: given, or measured on a sample of this checkpoint and on OUT_DIR's disk (once
+  // the output files exist, so that an unwritable OUT_DIR is reported as such).
+  CodecChoice choice;
+  if (options.codec) {
+    choice = givenCodec(*options.codec);
+  } else {
+    std::vector<const HfCheckpoint::Entry*> sample;
+    for (const auto& [key, e] : expertByKey) sample.push_back(e);
+    choice = chooseExponentCodec(measureCodecs(sampleExponentPlanes(sample, options.shards), outDir));
+  }
+  if (options.onCodecChosen) options.onCodecChosen(choice);
+  const auto codec = makeCodec(choice.chosen);
+  checkCancel(options);
+
   Manifest m;
   m.family = family;
   m.modelType = ckpt.modelType();
   m.config = std::make_shared<const nlohmann::json>(ckpt.config());
-  m.codec = options.codec;
+  m.codec = choice.chosen;
+  m.codecChoice = choice;
   m.shards = options.shards;
   m.tensorKinds = kinds;
   m.numExperts = numExperts;
@@ -143,6 +192,7 @@ ConvertReport convertCheckpoint(const std::filesystem::path& hfDir, const std::f
   progress.tensorsTotal = ckpt.tensors().size();
   for (const auto& e : ckpt.tensors()) progress.bytesTotal += e.info->size;
   ConvertReport report;
+  report.codecChoice = choice;
   auto tick = [&](const std::string& name, uint64_t bytes) {
     progress.tensorsDone++;
     progress.bytesDone += bytes;

@@ -2,6 +2,7 @@
 // (offsets, sizes, counts, alignment) is checked here once, so chunk reads need no further checks
 // beyond the CRC.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -51,6 +52,7 @@ class Fields {
     return v.get<uint64_t>();
   }
   std::string sub(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  const std::string& what() const { return what_; }
   [[noreturn]] void fail(const std::string& msg) const { throw Error(what_ + ": " + (path_.empty() ? "manifest" : path_) + " " + msg); }
 
  private:
@@ -88,6 +90,78 @@ ChunkRef parseChunk(const Fields& f, const json& arr, const std::string& field) 
 
 json chunkJson(const ChunkRef& c) { return json::array({c.offset, c.size, c.count, c.crc32c}); }
 
+json codecChoiceJson(const CodecChoice& c) {
+  json j = {{"chosen", describe(c.chosen)}, {"by", codecChosenByName(c.by)}, {"reason", c.reason}};
+  if (c.measurements) {
+    const CodecMeasurements& m = *c.measurements;
+    json codecs = json::array();
+    for (const auto& x : m.codecs)
+      codecs.push_back({{"codec", describe(x.codec)},
+                        {"decode_bytes_per_s_per_core", x.decodeBytesPerSecondPerCore},
+                        {"stored_ratio", x.storedRatio}});
+    j["measurements"] = {{"cores", m.cores},
+                         {"disk_read_bytes_per_s", m.diskReadBytesPerSecond},
+                         {"disk_read_direct", m.diskReadDirect},
+                         {"sample_weights", m.sampleWeights},
+                         {"codecs", codecs}};
+  }
+  return j;
+}
+
+// A positive, finite number (a measured speed or ratio).
+double positiveNumber(const Fields& f, const char* key) {
+  const json& v = f.at(key);
+  if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+    throw Error(f.what() + ": field '" + f.sub(key) + "' is not a positive number");
+  return v.get<double>();
+}
+
+CodecSpec parseCodecField(const Fields& f, const char* key) {
+  const std::string text = f.str(key);
+  try {
+    return parseCodecSpec(text);
+  } catch (const Error& e) {
+    throw Error(f.what() + ": field '" + f.sub(key) + "': " + e.what());
+  }
+}
+
+// "codec_choice": informational, but a malformed one means an edited or broken manifest, so it is an
+// error like any other field; `chosen` must be the store's codec.
+CodecChoice parseCodecChoice(const json& j, const CodecSpec& storeCodec, const std::string& what) {
+  const Fields f(j, "codec_choice", what);
+  CodecChoice c;
+  c.chosen = parseCodecField(f, "chosen");
+  if (describe(c.chosen) != describe(storeCodec))
+    throw Error(what + ": field 'codec_choice.chosen' = '" + describe(c.chosen) + "' is not the store's codec '" +
+                describe(storeCodec) + "'");
+  const std::string by = f.str("by");
+  if (by == codecChosenByName(CodecChosenBy::Measured)) c.by = CodecChosenBy::Measured;
+  else if (by == codecChosenByName(CodecChosenBy::Option)) c.by = CodecChosenBy::Option;
+  else throw Error(what + ": field 'codec_choice.by' = '" + by + "' is neither \"measured\" nor \"--codec\"");
+  c.reason = f.str("reason");
+  if (f.has("measurements")) {
+    const Fields mf(f.at("measurements"), "codec_choice.measurements", what);
+    CodecMeasurements m;
+    m.cores = mf.i32("cores", 1, 1 << 20);
+    m.diskReadBytesPerSecond = positiveNumber(mf, "disk_read_bytes_per_s");
+    const json& direct = mf.at("disk_read_direct");
+    if (!direct.is_boolean())
+      throw Error(what + ": field 'codec_choice.measurements.disk_read_direct' is not a boolean");
+    m.diskReadDirect = direct.get<bool>();
+    m.sampleWeights = mf.u64("sample_weights");
+    for (const auto& x : mf.array("codecs")) {
+      const Fields xf(x, "codec_choice.measurements.codecs[]", what);
+      CodecMeasurement cm;
+      cm.codec = parseCodecField(xf, "codec");
+      cm.decodeBytesPerSecondPerCore = positiveNumber(xf, "decode_bytes_per_s_per_core");
+      cm.storedRatio = positiveNumber(xf, "stored_ratio");
+      m.codecs.push_back(cm);
+    }
+    c.measurements = std::move(m);
+  }
+  return c;
+}
+
 }  // namespace
 
 uint64_t Manifest::routedExpertBytes() const {
@@ -110,6 +184,7 @@ std::string serializeManifest(const Manifest& m) {
   j["model_type"] = m.modelType;
   j["config"] = m.config ? *m.config : json::object();
   j["codec"] = {{"name", codecName(m.codec.id)}, {"level", m.codec.level}};
+  if (m.codecChoice) j["codec_choice"] = codecChoiceJson(*m.codecChoice);
   j["shards"] = m.shards;
   j["alignment"] = kChunkAlignment;
   j["tensor_kinds"] = m.tensorKinds;
@@ -170,6 +245,7 @@ Manifest parseManifest(std::string_view text, const std::string& what) {
   } catch (const Error& e) {
     throw Error(what + ": field 'codec': " + e.what());
   }
+  if (f.has("codec_choice")) m.codecChoice = parseCodecChoice(f.at("codec_choice"), m.codec, what);
   m.shards = f.i32("shards", 1, 256);
   if (f.u64("alignment") != kChunkAlignment)
     throw Error(what + ": field 'alignment' must be " + std::to_string(kChunkAlignment));

@@ -62,6 +62,10 @@ std::string describeStore(const std::filesystem::path& storeDir) {
     << " MoE layers x " << m.numExperts << " experts x " << m.numKinds() << " tensors\n";
   o << "format       version " << m.version << ", codec " << describe(m.codec) << ", K = " << m.shards
     << " E-chunks per tensor, 4 KiB-aligned chunks\n";
+  if (m.codecChoice)
+    o << "codec choice " << codecChosenByName(m.codecChoice->by) << ": " << m.codecChoice->reason << "\n";
+  else
+    o << "codec choice not recorded (converted before stores recorded why)\n";
   o << "files        experts.bin " << bytesText(m.expertsFileSize) << ", dense.bin " << bytesText(m.denseFileSize)
     << "\n\n";
   std::snprintf(line, sizeof line, "%-12s %8s %12s %10s %10s %9s %9s %9s %9s\n", "expert kind", "tensors", "BF16",

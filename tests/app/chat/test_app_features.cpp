@@ -208,7 +208,9 @@ class TestAppFeatures : public QObject {
     QVERIFY(i >= 0);
     const QModelIndex row = m->index(i);
     QCOMPARE(m->data(row, ModelStoresModel::FamilyRole).toString(), QStringLiteral("mixtral"));
-    QCOMPARE(m->data(row, ModelStoresModel::CodecRole).toString(), QStringLiteral("huffman8"));
+    // The app's conversion measures the codec for this machine (codec_choice.h): one of the candidates.
+    const QString codec = m->data(row, ModelStoresModel::CodecRole).toString();
+    QVERIFY2(QStringList({"huffman8", "nibble", "zstd"}).contains(codec), qPrintable(codec));
     QCOMPARE(m->data(row, ModelStoresModel::LayersRole).toInt(), 4);
     QVERIFY(m->data(row, ModelStoresModel::SizeRole).toDouble() > 1e6);
     QVERIFY(m->data(row, ModelStoresModel::LastUsedRole).toDateTime().isValid());

@@ -132,7 +132,7 @@ class TestExponentCodecs : public QObject {
     QCOMPARE(describe({CodecId::Huffman, 0}), std::string("huffman"));
     QVERIFY(parseCodecSpec("huffman8") == (CodecSpec{CodecId::Huffman8, 0}));
     QCOMPARE(describe({CodecId::Huffman8, 0}), std::string("huffman8"));
-    QVERIFY(CodecSpec{} == (CodecSpec{CodecId::Huffman8, 0}));  // the converter's default
+    QVERIFY(CodecSpec{} == (CodecSpec{CodecId::Huffman8, 0}));  // (the converter measures its own: codec_choice.h)
     QCOMPARE(static_cast<int>(CodecId::Huffman8), 5);           // stored in manifests: never renumber
     ZIPMOE_EXPECT_ERROR(makeCodec({CodecId::Huffman8, 1}), "huffman8 takes no level");
     QCOMPARE(benchmarkCodecSpecs().front(), (CodecSpec{CodecId::Huffman8, 0}));

@@ -5,6 +5,9 @@
 // dense.bin under temporary names, syncs them, renames them, and writes manifest.json last through
 // an atomic rename, so an interrupted or failed conversion never leaves a directory that opens as a
 // store. Any manifest already in OUT_DIR is removed before the first byte is written.
+// Without a codec in the options it first chooses one for this machine (codec_choice.h: a sample of
+// the expert tensors decoded by each candidate, a scratch file read on OUT_DIR's filesystem; well
+// under a few seconds) and records the choice and its reason in the manifest.
 // Thread-safety: one conversion per output directory. Cost: I/O bound plus ~1 ns per weight.
 #pragma once
 
@@ -12,9 +15,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "zipmoe/format/codec_choice.h"
 #include "zipmoe/format/exponent_codec.h"
 
 namespace zipmoe {
@@ -28,10 +33,13 @@ struct ConvertProgress {
 };
 
 struct ConvertOptions {
-  CodecSpec codec;
+  // nullopt: measured and chosen for this machine (chooseExponentCodec), recorded as "measured";
+  // a codec given here is used as it is and recorded as chosen by "--codec".
+  std::optional<CodecSpec> codec;
   int shards = 4;  // K
   std::function<void(const ConvertProgress&)> onProgress;  // called after every tensor
   const std::atomic<bool>* cancel = nullptr;               // checked between tensors and chunks
+  std::function<void(const CodecChoice&)> onCodecChosen;   // called once, before the first tensor
 };
 
 struct ConvertReport {
@@ -40,6 +48,7 @@ struct ConvertReport {
   uint64_t expertBytesStored = 0;  // E-chunks + SM-chunks, unpadded
   uint64_t denseBytes = 0;
   double seconds = 0;
+  CodecChoice codecChoice;  // the codec used, who chose it and why (as in the manifest)
 };
 
 // Throws zipmoe::Error (zipmoe::Cancelled when cancelled).

@@ -1,9 +1,9 @@
 // The ZipMoE store: a converted model on disk, and the reader that serves its chunks.
 //
 // Layout of a store directory:
-//   manifest.json   format name and version, the model's config, codec, K, the tensor tables (every
-//                   offset, size and CRC-32C), per-kind exponent histograms. Written last, atomically:
-//                   a directory without it is not a store.
+//   manifest.json   format name and version, the model's config, codec and why it was chosen, K, the
+//                   tensor tables (every offset, size and CRC-32C), per-kind exponent histograms.
+//                   Written last, atomically: a directory without it is not a store.
 //   dense.bin       dense (non-expert) tensors, raw, each 4 KiB-aligned.
 //   experts.bin     each routed-expert tensor as K E-chunks (the exponent plane in K contiguous
 //                   shards, each compressed on its own) followed by one SM-chunk (the sign-mantissa
@@ -21,12 +21,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "zipmoe/format/codec_choice.h"
 #include "zipmoe/format/exponent_codec.h"
 #include "zipmoe/hf/model_family.h"
 #include "zipmoe/hf/safetensors.h"
@@ -80,6 +82,9 @@ struct Manifest {
   std::string modelType;
   std::shared_ptr<const nlohmann::json> config;  // the HF config.json
   CodecSpec codec;
+  // Why `codec` (field "codec_choice", optional: stores converted before it have none). Informational
+  // (nothing reads it but `zipmoe inspect`), yet checked like every field: a malformed one is an error.
+  std::optional<CodecChoice> codecChoice;
   int shards = 4;  // K
   std::vector<std::string> tensorKinds;  // per expert, in store order
   std::vector<ExpertLayerEntry> layers;

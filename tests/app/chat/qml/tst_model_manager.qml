@@ -32,7 +32,8 @@ Item {
             const row = list.itemAtIndex(0)
             verify(row.isOpen, "the most recently used store is the open demo store")
             compare(row.family, "mixtral")
-            compare(row.codec, "huffman8")
+            // measured for this machine when the app converted the demo model
+            verify(["huffman8", "nibble", "zstd"].indexOf(row.codec) >= 0, row.codec)
             verify(row.sizeBytes > 1e6)
             verify(!findChild(row, "openStore0").enabled)
             verify(!findChild(row, "deleteStore0").enabled)
