@@ -304,6 +304,42 @@
         <source>This budget is more than the memory free now (%1 besides what the experts hold): the system would swap.</source>
         <translation type="unfinished"></translation>
     </message>
+    <message>
+        <source>Following free memory stopped: you set the budget yourself. Switch it on to follow again.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Off: the budget stays where you set it.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Following free memory, but the last reading or move failed: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Following free memory: waiting for the first reading…</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>%1 available, %2 left to other programs.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Last move at %1: %2 → %3 (%4).</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>No move yet.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Follow free memory</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>The budget moves with the memory the machine has free, leaving a margin to other programs. Setting a budget yourself turns this off.</source>
+        <translation type="unfinished"></translation>
+    </message>
 </context>
 <context>
     <name>BudgetPoolBar</name>
@@ -1292,7 +1328,11 @@
         <translation type="unfinished"></translation>
     </message>
     <message>
-        <source>save expert statistics</source>
+        <source>Open a model first: the local server serves the loaded model.</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Could not save the expert statistics: %1</source>
         <translation type="unfinished"></translation>
     </message>
 </context>
@@ -1310,10 +1350,6 @@
         <source>Could not delete &apos;%1&apos;.</source>
         <translation type="unfinished"></translation>
     </message>
-    <message>
-        <source>Open a model first: the local server serves the loaded model.</source>
-        <translation type="unfinished"></translation>
-    </message>
 </context>
 <context>
     <name>zipmoe::app::RuntimeMonitor</name>
@@ -1323,6 +1359,10 @@
     </message>
     <message>
         <source>Replanning failed; the previous pool split stays in force: %1</source>
+        <translation type="unfinished"></translation>
+    </message>
+    <message>
+        <source>Could not follow free memory: %1</source>
         <translation type="unfinished"></translation>
     </message>
 </context>

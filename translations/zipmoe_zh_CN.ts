@@ -303,6 +303,42 @@
         <source>This budget is more than the memory free now (%1 besides what the experts hold): the system would swap.</source>
         <translation>此预算超过当前可用内存（除专家已占用的部分外还有 %1）：系统将会换页。</translation>
     </message>
+    <message>
+        <source>Following free memory stopped: you set the budget yourself. Switch it on to follow again.</source>
+        <translation>已停止跟随可用内存：您自行设置了预算。打开开关即可重新跟随。</translation>
+    </message>
+    <message>
+        <source>Off: the budget stays where you set it.</source>
+        <translation>关闭：预算保持在您设置的值。</translation>
+    </message>
+    <message>
+        <source>Following free memory, but the last reading or move failed: %1</source>
+        <translation>正在跟随可用内存，但上一次读取或调整失败：%1</translation>
+    </message>
+    <message>
+        <source>Following free memory: waiting for the first reading…</source>
+        <translation>正在跟随可用内存：等待第一次读数…</translation>
+    </message>
+    <message>
+        <source>%1 available, %2 left to other programs.</source>
+        <translation>可用 %1，为其他程序保留 %2。</translation>
+    </message>
+    <message>
+        <source>Last move at %1: %2 → %3 (%4).</source>
+        <translation>上次调整于 %1：%2 → %3（%4）。</translation>
+    </message>
+    <message>
+        <source>No move yet.</source>
+        <translation>尚未调整。</translation>
+    </message>
+    <message>
+        <source>Follow free memory</source>
+        <translation>跟随可用内存</translation>
+    </message>
+    <message>
+        <source>The budget moves with the memory the machine has free, leaving a margin to other programs. Setting a budget yourself turns this off.</source>
+        <translation>预算随本机的可用内存变化，并为其他程序保留余量。自行设置预算会关闭此项。</translation>
+    </message>
 </context>
 <context>
     <name>BudgetPoolBar</name>
@@ -1287,8 +1323,12 @@
         <translation>保存成本画像</translation>
     </message>
     <message>
-        <source>save expert statistics</source>
-        <translation>保存专家统计</translation>
+        <source>Open a model first: the local server serves the loaded model.</source>
+        <translation>请先打开模型：本地服务器提供的是已加载的模型。</translation>
+    </message>
+    <message>
+        <source>Could not save the expert statistics: %1</source>
+        <translation>无法保存专家统计：%1</translation>
     </message>
 </context>
 <context>
@@ -1305,10 +1345,6 @@
         <source>Could not delete &apos;%1&apos;.</source>
         <translation>无法删除“%1”。</translation>
     </message>
-    <message>
-        <source>Open a model first: the local server serves the loaded model.</source>
-        <translation>请先打开模型：本地服务器提供的是已加载的模型。</translation>
-    </message>
 </context>
 <context>
     <name>zipmoe::app::RuntimeMonitor</name>
@@ -1319,6 +1355,10 @@
     <message>
         <source>Replanning failed; the previous pool split stays in force: %1</source>
         <translation>重新规划失败；保持之前的池划分：%1</translation>
+    </message>
+    <message>
+        <source>Could not follow free memory: %1</source>
+        <translation>无法跟随可用内存：%1</translation>
     </message>
 </context>
 <context>

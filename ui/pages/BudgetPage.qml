@@ -4,6 +4,9 @@
 // refreshed every 250 ms); setBudget / setPools return at once, the runtime replans on its thread.
 // The budget advisor on top (App.advisor) shows what the planner predicts for every budget before
 // it is moved, with the measured replies, the knee and the free memory.
+// "Follow free memory" hands the budget to the engine's follower (App.runtime.following): the
+// slider and the figures move with it, a status line says what it saw and did, and a budget the
+// user sets turns it off.
 pragma ComponentBehavior: Bound
 
 import QtQuick
@@ -40,6 +43,21 @@ Page {
     function requestBudget(value: real): bool {
         page.fieldError = "";
         return App.runtime.setBudget(Math.round(value));
+    }
+    // The follower's one-line status: the memory available, the margin it leaves to other programs,
+    // its last move with the reason and when; or why following is off.
+    function followStatus(): string {
+        const r = App.runtime;
+        if (!r.following)
+            return r.followStoppedByUser ? qsTr("Following free memory stopped: you set the budget yourself. Switch it on to follow again.") : qsTr("Off: the budget stays where you set it.");
+        if (r.followError !== "")
+            return qsTr("Following free memory, but the last reading or move failed: %1").arg(r.followError);
+        if (r.availableMemoryBytes <= 0)
+            return qsTr("Following free memory: waiting for the first reading…");
+        const head = qsTr("%1 available, %2 left to other programs.").arg(page.bytes(r.availableMemoryBytes)).arg(page.bytes(r.followMarginBytes));
+        const move = r.lastFollowMove;
+        const last = move.time ? qsTr("Last move at %1: %2 → %3 (%4).").arg(move.time).arg(page.bytes(move.fromBytes)).arg(page.bytes(move.toBytes)).arg(move.reason) : qsTr("No move yet.");
+        return head + " " + last;
     }
     function applyField() {
         const v = parseFloat(budgetField.text.replace(",", "."));
@@ -245,6 +263,32 @@ Page {
                             text: page.pct(App.runtime.budgetBytes > 0 ? App.runtime.heldBytes / App.runtime.budgetBytes : 0)
                             opacity: Style.captionOpacity
                         }
+                    }
+
+                    Switch {
+                        id: followSwitch
+
+                        objectName: "budgetFollowSwitch"
+                        Layout.topMargin: Style.rowSpacing
+                        text: qsTr("Follow free memory")
+                        checked: App.runtime.following
+                        ToolTip.visible: hovered
+                        ToolTip.delay: 400
+                        ToolTip.text: qsTr("The budget moves with the memory the machine has free, leaving a margin to other programs. Setting a budget yourself turns this off.")
+                        onToggled: {
+                            page.fieldError = "";
+                            App.runtime.setFollowing(checked);
+                            // The switch shows what the runtime does (a refused switch goes back).
+                            checked = Qt.binding(() => App.runtime.following);
+                        }
+                    }
+                    Label {
+                        objectName: "budgetFollowStatus"
+                        Layout.fillWidth: true
+                        Layout.topMargin: Style.tightSpacing - Style.itemSpacing  // the status sits under its switch
+                        wrapMode: Text.Wrap
+                        opacity: Style.captionOpacity
+                        text: page.followStatus()
                     }
 
                     Label {

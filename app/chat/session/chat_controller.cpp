@@ -116,6 +116,14 @@ ChatController::ChatController(const ControllerOptions& options, QObject* parent
   databaseFlush_.setInterval(500);
   connect(&databaseFlush_, &QTimer::timeout, this, &ChatController::flushToDatabase);
 
+  // "Follow free memory" is a choice about the machine, not a model: one switch for every model,
+  // applied when one opens (openModel) and remembered whenever it changes (also when a budget the
+  // user sets turns it off).
+  tryDatabase([&](ChatDatabase& db) { runtime_->setFollowing(db.setting(QStringLiteral("followFreeMemory"), false).toBool()); });
+  connect(runtime_, &RuntimeMonitor::followingChanged, this, [this] {
+    tryDatabase([&](ChatDatabase& db) { db.setSetting(QStringLiteral("followFreeMemory"), runtime_->following()); });
+  });
+
   reloadChats();
   tryDatabase([&](ChatDatabase& db) {
     const qint64 last = db.setting(QStringLiteral("lastChatId"), 0).toLongLong();
@@ -199,6 +207,7 @@ void ChatController::openModel(const QString& pathOrUrl) {
   request.path = path;
   request.storesDir = options_.storesDir;
   request.contextOverflow = options_.contextOverflow;
+  request.followFreeMemory = runtime_->following();
   request.decompressWorkers = info_.decompressWorkers > 0 && path == info_.sourcePath ? info_.decompressWorkers : 0;
   tryDatabase([&](ChatDatabase& db) {
     // The budget and pools the user chose for this model last time, by path (the key needs the store).
@@ -228,7 +237,7 @@ void ChatController::onLoadProgress(const QString& stage, double fraction) {
 void ChatController::onModelReady(const ModelInfo& info) {
   info_ = info;
   tryDatabase([&](ChatDatabase& db) { db.setSetting(QStringLiteral("lastModel"), info.sourcePath); });
-  runtime_->refresh();
+  runtime_->modelOpened(info.following, info.followError);  // reads the new runtime
   const QString store = QFileInfo(info.storePath).canonicalFilePath();
   tryDatabase([&](ChatDatabase& db) { db.touchModelStore(store.isEmpty() ? info.storePath : store, info.modelKey); });
   stores_->setOpenStore(info.storePath);
@@ -270,6 +279,8 @@ QVariantMap ChatController::modelInfo() const {
   m[QStringLiteral("expertBytes")] = static_cast<double>(info_.expertBytes);
   m[QStringLiteral("computeDtype")] = info_.computeDtype;
   m[QStringLiteral("loadSeconds")] = info_.loadSeconds;
+  m[QStringLiteral("historyPath")] = info_.historyPath;
+  m[QStringLiteral("openedFollowing")] = info_.following;  // the engine opened with the budget following free memory
   return m;
 }
 
@@ -287,11 +298,19 @@ int ChatController::cpuCores() const { return QThread::idealThreadCount(); }
 
 // Keeps the plan the runtime applied, when the user changed what it plans for (budget or pools):
 // the plans table is the history of the user's choices and what the planner made of them, not a
-// row for every periodic replan. The budget and pools are also remembered for the next start.
+// row for every periodic replan, nor for every move of the budget that follows free memory. The
+// budget and pools are also remembered for the next start.
 void ChatController::savePlan() {
   if (!database_ || info_.modelKey.isEmpty() || !runtime_->active()) return;
   const auto budget = static_cast<quint64>(runtime_->budgetBytes());
   const auto pools = static_cast<unsigned>(runtime_->poolMask());
+  if (runtime_->following()) {
+    // The budget is the follower's, not the user's: only the pools are the user's choice.
+    if (pools != lastPlanPools_ &&
+        tryDatabase([&](ChatDatabase& db) { db.setSetting(QStringLiteral("pools:") + info_.sourcePath, pools); }))
+      lastPlanPools_ = pools;
+    return;
+  }
   if (budget == lastPlanBudget_ && pools == lastPlanPools_) return;
   QJsonArray split;
   for (const QVariant& p : runtime_->pools()) split.append(QJsonObject::fromVariantMap(p.toMap()));

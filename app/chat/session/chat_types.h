@@ -62,6 +62,9 @@ struct ModelInfo {
   unsigned pools = 0xF;
   QString computeDtype;
   double loadSeconds = 0;
+  QString historyPath;  // the engine's activation statistics for this store (empty: not kept)
+  bool following = false;  // the budget follows free memory (OpenModelRequest::followFreeMemory)
+  QString followError;  // why following was asked for and is off (the machine's memory unreadable)
 };
 
 }  // namespace zipmoe::app

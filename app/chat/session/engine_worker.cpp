@@ -33,6 +33,27 @@ bool isHfModel(const QString& dir) { return QFileInfo::exists(dir + QStringLiter
 
 uint64_t sum(const std::array<uint64_t, 4>& a) { return a[0] + a[1] + a[2] + a[3]; }
 
+// Engine::followFreeMemory for the GUI: turned off, no move of the follower's is still in flight
+// when it returns (a poll that began before would apply its move after the user's own budget).
+void follow(Engine& engine, bool on) {
+  engine.followFreeMemory(on);
+  if (!on)
+    if (BudgetFollower* follower = engine.budgetFollower()) follower->poll();  // one poll at a time: waits for the thread's
+}
+
+FollowStatus followStatusOf(Engine& engine) {
+  FollowStatus s;
+  BudgetFollower* follower = engine.budgetFollower();
+  if (!follower) return s;
+  s.enabled = follower->enabled();
+  s.reading = follower->lastReading();
+  if (s.reading) s.marginBytes = follower->policy().margin(s.reading->totalBytes);
+  const std::vector<BudgetMove> moves = follower->moves();
+  if (!moves.empty()) s.lastMove = moves.back();
+  s.error = follower->lastError();
+  return s;
+}
+
 }  // namespace
 
 EngineWorker::EngineWorker(std::shared_ptr<ChatDatabase> database, std::shared_ptr<RuntimeHandle> runtime)
@@ -170,6 +191,17 @@ void EngineWorker::openModel(const OpenModelRequest& request) {
       }
     });
     options.runtime = runtime;
+    QString followError;
+    if (request.followFreeMemory) {
+      // Following is an addition: a machine whose memory cannot be read opens the model with the
+      // budget the user chose, and the page says why the switch is off.
+      try {
+        ProcMemorySource().read();
+        options.followFreeMemory = FollowPolicy{};
+      } catch (const Error& e) {
+        followError = QString::fromUtf8(e.what());
+      }
+    }
     options.onStatus = [this](const std::string& status) { Q_EMIT loadProgress(QString::fromStdString(status), -1.0); };
     options.warmStart = true;  // the pools fill while the user reads and types; the first prompt stops it
     engine_ = Engine::open(toPath(storePath), options);
@@ -200,7 +232,12 @@ void EngineWorker::openModel(const OpenModelRequest& request) {
     info_.computeDtype = engine_->model().computeDtype() == ComputeDtype::BFloat16 ? QStringLiteral("bf16")
                                                                                  : QStringLiteral("fp32");
     info_.loadSeconds = engine_->loadSeconds();
+    info_.historyPath = QString::fromStdString(engine_->historyPath().string());
+    info_.following = engine_->budgetFollower() && engine_->budgetFollower()->enabled();
+    info_.followError = followError;
     session_ = std::make_unique<ChatSession>(*engine_, ChatSessionOptions{true, request.contextOverflow});
+    Engine* engine = engine_.get();
+    runtime_->setFollowControl({[engine](bool on) { follow(*engine, on); }, [engine] { return followStatusOf(*engine); }});
     runtime_->set(rt);
     Q_EMIT modelReady(info_);
   } catch (const Cancelled&) {
@@ -323,6 +360,7 @@ void EngineWorker::closeModel() {
   if (!engine_) return;
   if (server_) stopServer();  // the server serves this model: it goes first
   saveStatistics();
+  runtime_->setFollowControl({});  // waits for a GUI call into the engine to return
   runtime_->set(nullptr);
   session_.reset();
   engine_.reset();

@@ -1,6 +1,6 @@
 // EngineWorker — the engine on its own thread: opens a model (converting an HF directory to a
-// ZipMoE store first, with progress, cancellable), generates replies, and keeps the model's expert
-// activation statistics and cost profile in the database.
+// ZipMoE store first, with progress, cancellable), generates replies, and keeps the model's cost
+// profile in the database (the engine keeps the expert activation statistics per user).
 //
 // The worker is a QObject moved to a QThread that the ChatController owns; the controller calls its
 // slots through queued connections and receives its signals queued on the GUI thread, so the GUI
@@ -8,7 +8,8 @@
 // new text. Stopping a reply and cancelling a conversion are atomic flags the GUI thread sets and
 // the engine checks between tokens and between tensors. The expert runtime is published through a
 // RuntimeHandle so the GUI thread can read its statistics, drain its trace and move the memory
-// budget while a reply streams (the runtime replans on its own thread).
+// budget while a reply streams (the runtime replans on its own thread); the same handle carries the
+// engine's "follow free memory" control, cleared before the engine goes.
 // Thread-safety: slots run on the worker's thread; requestStop/requestCancel from any thread.
 // Cost: the engine's.
 #pragma once
@@ -46,6 +47,10 @@ struct OpenModelRequest {
   unsigned pools = 0xF;
   int decompressWorkers = 0;  // 0 = one per core
   ContextOverflow contextOverflow = ContextOverflow::DropOldest;
+  // The budget follows the machine's free memory from the start (EngineOptions::followFreeMemory;
+  // `budget` is then only the floor's fallback). A machine whose memory cannot be read opens the
+  // model with `budget` and says why in ModelInfo::followError.
+  bool followFreeMemory = false;
 };
 
 class EngineWorker : public QObject {
@@ -72,7 +77,8 @@ class EngineWorker : public QObject {
   void openModel(const zipmoe::app::OpenModelRequest& request);
   void generate(qint64 requestId, const QList<zipmoe::app::ChatTurn>& turns,
                 const zipmoe::app::SamplingSettings& sampling);
-  // Writes the activation statistics to the database (also done after every reply and on close).
+  // Adds the activation statistics to the engine's per-user history (Engine::saveActivationHistory;
+  // also done after every reply and on close).
   void saveStatistics();
   // Saves statistics, releases the model and this thread's database connection. Call before the
   // thread ends.

@@ -3,16 +3,41 @@
 // The worker thread sets it when a model opens and clears it when the model closes; the GUI thread
 // takes a reference to read stats, drain trace events and move the memory budget (all thread-safe
 // on ExpertRuntime). A reference taken keeps that runtime alive while it is used, even if the worker
-// replaces it meanwhile. Thread-safety: every function from any thread. Cost: a mutex and a
-// shared_ptr copy.
+// replaces it meanwhile.
+// The handle also carries the engine's "follow free memory" control (Engine::followFreeMemory and
+// its BudgetFollower), which the engine owns, not the runtime: the worker sets it with the runtime
+// and clears it before the engine goes, and the handle calls it under its mutex, so a call from the
+// GUI thread either reaches the live engine or finds no model — never a destroyed one.
+// Thread-safety: every function from any thread. Cost: a mutex and a shared_ptr copy; the follow
+// calls hold the mutex while the engine starts or reads its follower (a /proc read at most).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 
 #include "zipmoe/experts/expert_runtime.h"
+#include "zipmoe/plan/memory_follower.h"
 
 namespace zipmoe::app {
+
+// What the engine's budget follower is doing, read in one go.
+struct FollowStatus {
+  bool enabled = false;                   // a follower exists and moves the budget
+  std::optional<MemoryReading> reading;   // its last reading (none before the first)
+  uint64_t marginBytes = 0;               // left to other programs under that reading
+  std::optional<BudgetMove> lastMove;     // its last move (none yet)
+  std::string error;                      // its last failed reading or move ("" when none)
+};
+
+// The engine's side of following, as the worker hands it over.
+struct FollowControl {
+  std::function<void(bool)> follow;             // Engine::followFreeMemory: throws zipmoe::Error
+  std::function<FollowStatus()> status;
+};
 
 class RuntimeHandle {
  public:
@@ -31,10 +56,30 @@ class RuntimeHandle {
     return generation_;
   }
 
+  // REQUIRES (worker): the functions stay valid until setFollowControl({}) returns.
+  void setFollowControl(FollowControl control) {
+    std::lock_guard lock(mutex_);
+    follow_ = std::move(control);
+  }
+  // Turns following on or off; false when no model with a runtime is open. Throws what the engine
+  // throws (zipmoe::Error: the machine's memory cannot be read).
+  bool follow(bool on) {
+    std::lock_guard lock(mutex_);
+    if (!follow_.follow) return false;
+    follow_.follow(on);
+    return true;
+  }
+  std::optional<FollowStatus> followStatus() const {
+    std::lock_guard lock(mutex_);
+    if (!follow_.status) return std::nullopt;
+    return follow_.status();
+  }
+
  private:
   mutable std::mutex mutex_;
   std::shared_ptr<ExpertRuntime> runtime_;
   unsigned long generation_ = 0;
+  FollowControl follow_;
 };
 
 }  // namespace zipmoe::app

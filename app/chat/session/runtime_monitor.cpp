@@ -1,5 +1,6 @@
 #include "runtime_monitor.h"
 
+#include <QTime>
 #include <QVariantMap>
 
 #include <algorithm>
@@ -35,6 +36,7 @@ void RuntimeMonitor::refresh() {
   if (!rt) {
     if (active_) {
       active_ = false;
+      readFollower();
       Q_EMIT updated();
     }
     generation_ = generation;
@@ -49,6 +51,8 @@ void RuntimeMonitor::refresh() {
     ffnMs_.clear();
     ffnNext_ = 0;
     predictedLayerMs_ = measuredLayerMs_ = lowerBoundLayerMs_ = 0;
+    lastMoveSeconds_ = -1;  // another engine's follower, another clock
+    lastFollowMove_.clear();
     minimumBudget_ = static_cast<double>(rt->minimumBudget());
     expertBytes_ = static_cast<double>(rt->expertBytes());
     if (timeline_) timeline_->setLanes(rt->lanes());
@@ -75,6 +79,7 @@ void RuntimeMonitor::refresh() {
     while (history_.size() > kHistoryLength) history_.removeFirst();
     previous_ = stats_;
   }
+  readFollower();
   drained_.clear();
   rt->drainTrace(drained_);
   if (timeline_ && !drained_.empty()) timeline_->append(drained_);
@@ -118,14 +123,76 @@ bool RuntimeMonitor::setBudget(double bytes) {
     setError(tr("No model with an expert runtime is open."));
     return false;
   }
+  const bool wasFollowing = following_;
+  if (wasFollowing) {
+    // The user's choice wins over the follower's: off before the move, so that none of its moves
+    // lands after this one.
+    try {
+      handle_->follow(false);
+    } catch (const std::exception& e) {
+      setError(QString::fromUtf8(e.what()));
+      return false;
+    }
+    setFollowingState(false, true);
+  }
   try {
     rt->setBudget(MemoryBudget::bytes(static_cast<uint64_t>(bytes)));
   } catch (const Error& e) {
     setError(QString::fromUtf8(e.what()));
+    if (wasFollowing) refresh();
     return false;
   }
   setError({});
+  if (wasFollowing) refresh();  // the follower's state, at once
   return true;
+}
+
+bool RuntimeMonitor::setFollowing(bool on) {
+  try {
+    handle_->follow(on);  // false: no model is open; the controller applies the switch when one opens
+  } catch (const std::exception& e) {
+    setFollowingState(false, false);
+    setError(tr("Could not follow free memory: %1").arg(QString::fromUtf8(e.what())));
+    return false;
+  }
+  setFollowingState(on, false);
+  setError({});
+  refresh();
+  return true;
+}
+
+void RuntimeMonitor::modelOpened(bool on, const QString& failure) {
+  refresh();
+  if (!failure.isEmpty()) {
+    setFollowingState(false, false);
+    setError(tr("Could not follow free memory: %1").arg(failure));
+    return;
+  }
+  if (on != following_) setFollowing(following_);  // the switch moved while the model was opening
+}
+
+void RuntimeMonitor::setFollowingState(bool on, bool stoppedByUser) {
+  if (on == following_ && stoppedByUser == followStoppedByUser_) return;
+  following_ = on;
+  followStoppedByUser_ = stoppedByUser;
+  Q_EMIT followingChanged();
+}
+
+void RuntimeMonitor::readFollower() {
+  const std::optional<FollowStatus> s = handle_->followStatus();
+  followerActive_ = s && s->enabled;
+  availableMemoryBytes_ = s && s->reading ? static_cast<double>(s->reading->availableBytes) : 0.0;
+  followMarginBytes_ = s && s->reading ? static_cast<double>(s->marginBytes) : 0.0;
+  followError_ = s ? QString::fromStdString(s->error) : QString();
+  if (!s || !s->lastMove || s->lastMove->seconds == lastMoveSeconds_) return;
+  // A move not seen before: stamped with the wall clock now (within one tick of when it was made).
+  const BudgetMove& move = *s->lastMove;
+  lastMoveSeconds_ = move.seconds;
+  lastFollowMove_.clear();
+  lastFollowMove_[QStringLiteral("fromBytes")] = static_cast<double>(move.fromBytes);
+  lastFollowMove_[QStringLiteral("toBytes")] = static_cast<double>(move.toBytes);
+  lastFollowMove_[QStringLiteral("reason")] = QString::fromStdString(move.reason);
+  lastFollowMove_[QStringLiteral("time")] = QTime::currentTime().toString(QStringLiteral("HH:mm:ss"));
 }
 
 bool RuntimeMonitor::setPools(int mask) {

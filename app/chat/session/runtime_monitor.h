@@ -6,12 +6,17 @@
 // makespan of a layer over the last interval (with a short history for a chart). It also drains
 // the runtime's trace events into the TimelineModel. setBudget / setPools move the runtime at once:
 // the runtime replans on its own thread, so the GUI thread never waits for the planner.
+// "Follow free memory" (`following`) hands the budget to the engine's BudgetFollower, which moves it
+// as other programs take and give back memory; each tick reads what it saw and did (available
+// memory, the margin, its last move) through the handle. A budget the user sets (setBudget) turns
+// following off: the user's choice wins, and the status says so.
 // Thread-safety: GUI thread only. Cost: one stats() call and one trace drain per tick.
 #pragma once
 
 #include <QObject>
 #include <QTimer>
 #include <QVariantList>
+#include <QVariantMap>
 #include <QtQml/qqmlregistration.h>
 
 #include <memory>
@@ -51,6 +56,20 @@ class RuntimeMonitor : public QObject {
   // FFN as this machine runs it now, which the budget advisor and the schedule inspector price
   // with instead of the profile's a + b fit once they have it.
   Q_PROPERTY(double expertFfnMs READ expertFfnMs NOTIFY updated FINAL)
+  // The "Follow free memory" switch: on, the engine's follower moves the budget (or will, once a
+  // model opens: the controller applies it then and remembers it across restarts).
+  Q_PROPERTY(bool following READ following WRITE setFollowing NOTIFY followingChanged FINAL)
+  // True when following was turned off because the user set a budget (until it is switched on).
+  Q_PROPERTY(bool followStoppedByUser READ followStoppedByUser NOTIFY followingChanged FINAL)
+  // The engine's follower, as read at the last tick: it exists and moves the budget; the memory
+  // available (MemAvailable, 0 before its first reading) and the margin it leaves to other programs;
+  // its last move {fromBytes, toBytes, reason, time ("HH:mm:ss", when this monitor saw it)}, empty
+  // before the first; and its last failed reading or move ("" when none).
+  Q_PROPERTY(bool followerActive READ followerActive NOTIFY updated FINAL)
+  Q_PROPERTY(double availableMemoryBytes READ availableMemoryBytes NOTIFY updated FINAL)
+  Q_PROPERTY(double followMarginBytes READ followMarginBytes NOTIFY updated FINAL)
+  Q_PROPERTY(QVariantMap lastFollowMove READ lastFollowMove NOTIFY updated FINAL)
+  Q_PROPERTY(QString followError READ followError NOTIFY updated FINAL)
 
  public:
   RuntimeMonitor(std::shared_ptr<RuntimeHandle> handle, TimelineModel* timeline, QObject* parent = nullptr);
@@ -75,10 +94,25 @@ class RuntimeMonitor : public QObject {
   int workers() const { return workers_; }
   QString error() const { return error_; }
   double expertFfnMs() const;
+  bool following() const { return following_; }
+  bool followStoppedByUser() const { return followStoppedByUser_; }
+  bool followerActive() const { return followerActive_; }
+  double availableMemoryBytes() const { return availableMemoryBytes_; }
+  double followMarginBytes() const { return followMarginBytes_; }
+  QVariantMap lastFollowMove() const { return lastFollowMove_; }
+  QString followError() const { return followError_; }
 
-  // Moves the budget (bytes); the runtime replans off the GUI thread. Returns false and sets
-  // `error` (the engine's message, naming the minimum) for a budget the runtime refuses.
+  // Moves the budget (bytes); the runtime replans off the GUI thread. Turns following off first.
+  // Returns false and sets `error` (the engine's message, naming the minimum) for a budget the
+  // runtime refuses.
   Q_INVOKABLE bool setBudget(double bytes);
+  // Turns following on or off, on the open model's engine when there is one. Returns false and sets
+  // `error` when the engine cannot follow (the machine's memory cannot be read); following is off
+  // then.
+  Q_INVOKABLE bool setFollowing(bool on);
+  // A model opened: with following on when `on`, or with it off for `failure` (the engine's
+  // message) although it was asked for.
+  void modelOpened(bool on, const QString& failure);
   Q_INVOKABLE bool setPools(int mask);  // bit 0 = F, 1 = C, 2 = S, 3 = E
   Q_INVOKABLE void refresh();            // read the runtime now (tests; the timer does it otherwise)
   void setInterval(int ms) { timer_.setInterval(ms); }
@@ -87,9 +121,12 @@ class RuntimeMonitor : public QObject {
   void updated();
   void errorChanged();
   void replanned();  // the runtime applied a new plan (its replan count moved)
+  void followingChanged();
 
  private:
   void setError(const QString& e);
+  void setFollowingState(bool on, bool stoppedByUser);
+  void readFollower();
 
   std::shared_ptr<RuntimeHandle> handle_;
   TimelineModel* timeline_;
@@ -107,6 +144,12 @@ class RuntimeMonitor : public QObject {
   std::vector<TraceEvent> drained_;
   std::vector<double> ffnMs_;  // ring of the last kFfnWindow expert FFN times
   size_t ffnNext_ = 0;
+  bool following_ = false, followStoppedByUser_ = false;
+  bool followerActive_ = false;
+  double availableMemoryBytes_ = 0, followMarginBytes_ = 0;
+  double lastMoveSeconds_ = -1;  // the follower's clock at its last move seen (a new move: a new time)
+  QVariantMap lastFollowMove_;
+  QString followError_;
 };
 
 }  // namespace zipmoe::app

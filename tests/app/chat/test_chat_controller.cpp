@@ -1,9 +1,10 @@
 // The chat app's controller and engine worker against the real engine on the demo model: opening
 // (conversion to a store, profile), streaming replies into the message model and the database,
-// stop, regenerate, edit-and-resend, the live memory budget moved while a reply streams, expert
-// statistics saved and loaded at the next start, export, search, translations, and the database
-// surviving the real app being killed mid-reply.
+// stop, regenerate, edit-and-resend, the live memory budget moved while a reply streams, the budget
+// following free memory, expert statistics kept by the engine and loaded at the next start, export,
+// search, translations, and the database surviving the real app being killed mid-reply.
 #include <QGuiApplication>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -14,6 +15,7 @@
 
 #include <functional>
 
+#include <cmath>
 #include <csignal>
 #include <memory>
 #include <sys/types.h>
@@ -49,6 +51,37 @@ bool waitReady(ChatController& c) {
   while (c.modelState() == QStringLiteral("loading") && t.elapsed() < kOpenTimeoutMs) QTest::qWait(20);
   if (c.modelState() != QStringLiteral("ready")) qWarning() << "model error:" << c.modelError();
   return c.modelState() == QStringLiteral("ready");
+}
+
+// The engine's activation history file (engine/src/engine/activation_history.h), read as the app's
+// user would find it.
+struct ActivationFile {
+  bool valid = false;
+  QString error;
+  int layers = 0, experts = 0;
+  QList<quint64> steps, counts;
+};
+
+ActivationFile readActivationFile(const QString& path) {
+  ActivationFile a;
+  QFile file(path);
+  if (!file.open(QIODevice::ReadOnly)) {
+    a.error = path + QStringLiteral(": ") + file.errorString();
+    return a;
+  }
+  const QJsonObject o = QJsonDocument::fromJson(file.readAll()).object();
+  a.layers = o.value("layers").toInt();
+  a.experts = o.value("experts").toInt();
+  for (const QJsonValue v : o.value("steps").toArray()) a.steps.append(static_cast<quint64>(v.toDouble()));
+  for (const QJsonValue v : o.value("counts").toArray()) a.counts.append(static_cast<quint64>(v.toDouble()));
+  if (o.value("format").toString() != QStringLiteral("zipmoe-activation-history") || o.value("version").toInt() != 1 ||
+      !o.value("store").isString())
+    a.error = path + QStringLiteral(": not a version-1 activation history");
+  else if (a.layers <= 0 || a.experts <= 0 || a.steps.size() != a.layers || a.counts.size() != a.layers * a.experts)
+    a.error = path + QStringLiteral(": %1 steps and %2 counts for %3 layers x %4 experts")
+                         .arg(a.steps.size()).arg(a.counts.size()).arg(a.layers).arg(a.experts);
+  a.valid = a.error.isEmpty();
+  return a;
 }
 
 // Sends and waits for the reply; returns the reply's row.
@@ -395,44 +428,117 @@ class TestChatController : public QObject {
     QVERIFY(!c.runtime()->setPools(0));
   }
 
-  // Counts saved after each reply are loaded into the runtime at the next start: the counts saved
-  // after a reply in the second run cover both runs' steps.
+  // The engine keeps the activation statistics per user (one file per store under XDG_STATE_HOME,
+  // which CTest sets for this suite), adds each reply's counts to it, and the next run plans from
+  // them. The file is removed after the second run opened: what that run saves is then what its
+  // runtime holds — the first run's counts and its own — so its steps exceed the first run's only
+  // if the second run started from them.
   void expertStatisticsSurviveARestart() {
     QTemporaryDir dir;
     qint64 chatId = 0;
-    QString key;
-    quint64 firstSteps = 0;
+    QString key, historyPath;
+    ActivationFile first;
     {
       ChatController c(optionsIn(dir));
       c.openModel();
       QVERIFY(waitReady(c));
       key = c.modelInfo().value("modelKey").toString();
+      historyPath = c.modelInfo().value("historyPath").toString();
+      QVERIFY2(!historyPath.isEmpty(), "the app's engine keeps no activation history");
+      const QString stateHome = qEnvironmentVariable("XDG_STATE_HOME");
+      if (!stateHome.isEmpty()) QVERIFY2(historyPath.startsWith(stateHome), qPrintable(historyPath));
       c.newChat();
       c.setSamplingValue("maxTokens", 24);
       QVERIFY(!sendAndWait(c, QStringLiteral("ROMEO:")).content.isNull());
       chatId = c.currentChatId();
-      const auto saved = c.database()->loadActivationCounts(key);
-      QVERIFY(saved.has_value());
-      QCOMPARE(saved->layers, 4);
-      QCOMPARE(saved->experts, 8);
-      firstSteps = saved->steps[0];
-      QVERIFY(firstSteps > 0);
+      // Saved after the reply, by the engine: the database keeps none any more.
+      first = readActivationFile(historyPath);
+      QVERIFY2(first.valid, qPrintable(first.error));
+      QCOMPARE(first.layers, 4);
+      QCOMPARE(first.experts, 8);
+      QVERIFY(first.steps[0] > 0);
       quint64 activations = 0;
-      for (quint64 n : saved->counts) activations += n;
+      for (quint64 n : first.counts) activations += n;
       QVERIFY(activations > 0);  // top-2 of 8 per token and layer (prefill tokens count each)
+      QVERIFY(!c.database()->loadActivationCounts(key).has_value());
     }
+    // The first run's close added nothing after its last reply.
+    const ActivationFile closed = readActivationFile(historyPath);
+    QVERIFY2(closed.valid, qPrintable(closed.error));
+    QCOMPARE(closed.steps, first.steps);
+
     ChatController c(optionsIn(dir));
     QCOMPARE(c.currentChatId(), chatId);  // the last chat is open again, with its messages
     QCOMPARE(c.messages()->count(), 2);
     c.openModel();
     QVERIFY(waitReady(c));
     QCOMPARE(c.modelInfo().value("modelKey").toString(), key);
+    QCOMPARE(c.modelInfo().value("historyPath").toString(), historyPath);
+    QVERIFY(QFile::remove(historyPath));
     c.setSamplingValue("maxTokens", 8);
     QVERIFY(!sendAndWait(c, QStringLiteral("JULIET:")).content.isNull());
-    const auto saved = c.database()->loadActivationCounts(key);
-    QVERIFY(saved.has_value());
-    qInfo() << "steps after the first run" << firstSteps << "after the second" << saved->steps[0];
-    QVERIFY2(saved->steps[0] > firstSteps, "the second run did not start from the saved counts");
+    const ActivationFile second = readActivationFile(historyPath);
+    QVERIFY2(second.valid, qPrintable(second.error));
+    qInfo() << "steps after the first run" << first.steps[0] << "after the second" << second.steps[0];
+    for (int l = 0; l < 4; ++l)
+      QVERIFY2(second.steps[l] > first.steps[l], "the second run did not start from the first run's counts");
+    for (int i = 0; i < 4 * 8; ++i) QVERIFY(second.counts[i] >= first.counts[i]);
+  }
+
+  // "Follow free memory" on the machine's real memory: the switch hands the budget to the engine's
+  // follower, a budget the user sets takes it back (and the status says so), and the switch is
+  // remembered and applied when the model opens at the next start.
+  void followingFreeMemoryIsTheUsersSwitch() {
+    QTemporaryDir dir;
+    {
+      ChatController c(optionsIn(dir));
+      RuntimeMonitor& r = *c.runtime();
+      QVERIFY(!r.following());  // off until the user switches it on
+      c.openModel();
+      QVERIFY(waitReady(c));
+      QVERIFY(!c.modelInfo().value("openedFollowing").toBool());
+      r.refresh();
+      QVERIFY(!r.followerActive());
+      const double minimum = r.minimumBudget(), experts = r.expertBytes();
+
+      QVERIFY2(r.setFollowing(true), qPrintable(r.error()));
+      QVERIFY(r.following());
+      QVERIFY(r.followerActive());  // setFollowing read the engine's follower: it exists and is enabled
+      QVERIFY(r.budgetBytes() >= minimum && r.budgetBytes() <= minimum + experts);
+      QCOMPARE(c.database()->setting(QStringLiteral("followFreeMemory")).toBool(), true);
+      // The follower's thread takes its first reading: the status has the memory and the margin.
+      QTRY_VERIFY_WITH_TIMEOUT((r.refresh(), r.availableMemoryBytes() > 0), 60000);
+      QVERIFY(r.followMarginBytes() > 0);
+      QCOMPARE(r.followError(), QString());
+
+      // The user's budget wins: following goes off, the budget stays where the user put it.
+      const double chosen = std::round(minimum + 0.25 * experts);
+      QVERIFY2(r.setBudget(chosen), qPrintable(r.error()));
+      QVERIFY(!r.following());
+      QVERIFY(r.followStoppedByUser());
+      QVERIFY(!r.followerActive());
+      QCOMPARE(c.database()->setting(QStringLiteral("followFreeMemory")).toBool(), false);
+      QTRY_VERIFY_WITH_TIMEOUT((r.refresh(), r.budgetBytes() == chosen), 60000);
+
+      QVERIFY(r.setFollowing(true));
+      QVERIFY(!r.followStoppedByUser());
+      QVERIFY(r.followerActive());
+    }
+    ChatController c(optionsIn(dir));
+    RuntimeMonitor& r = *c.runtime();
+    QVERIFY(r.following());  // remembered
+    c.openModel();
+    QVERIFY(waitReady(c));
+    QVERIFY(r.following());
+    QVERIFY(c.modelInfo().value("openedFollowing").toBool());  // the engine opened following (EngineOptions)
+    r.refresh();
+    QVERIFY(r.followerActive());
+    QVERIFY(r.budgetBytes() >= r.minimumBudget() && r.budgetBytes() <= r.minimumBudget() + r.expertBytes());
+    // Off by the switch: the follower stops, the budget stays, nothing to report as the user's.
+    QVERIFY(r.setFollowing(false));
+    QVERIFY(!r.followerActive());
+    QVERIFY(!r.followStoppedByUser());
+    QCOMPARE(c.database()->setting(QStringLiteral("followFreeMemory")).toBool(), false);
   }
 
   void exportsMarkdownAndJson() {

@@ -5,11 +5,12 @@ import ZipMoE.Chat
 
 // The memory budget page on the live runtime: the field and the quick buttons move the budget, the
 // page shows the new split after the replan, pools can be switched off and on, and a budget below
-// the minimum is refused with the engine's message.
+// the minimum is refused with the engine's message; the "Follow free memory" switch hands the budget
+// to the engine's follower and a budget typed in takes it back.
 Item {
     id: root
     width: 1000
-    height: 1700  // the whole page, the budget advisor on top included, without scrolling
+    height: 1800  // the whole page, the budget advisor on top included, without scrolling
 
     Component {
         id: pageComponent
@@ -60,6 +61,40 @@ Item {
             mouseClick(findChild(page, "budgetApply"))
             const error = findChild(page, "budgetError")
             tryVerify(() => error.visible && error.text.indexOf("minimum") >= 0, 60000)
+        }
+
+        function test_followSwitch() {
+            const page = createTemporaryObject(pageComponent, root)
+            const sw = findChild(page, "budgetFollowSwitch")
+            const status = findChild(page, "budgetFollowStatus")
+            verify(sw !== null && status !== null)
+            verify(!App.runtime.following)
+            verify(!sw.checked)
+            mouseClick(sw)
+            verify(App.runtime.following)
+            verify(sw.checked)
+            verify(App.runtime.followerActive, "the engine's follower is on")
+            verify(App.runtime.budgetBytes >= App.runtime.minimumBudget && App.runtime.budgetBytes <= App.runtime.minimumBudget + App.runtime.expertBytes)
+            // The status names the memory available once the follower has read it.
+            tryVerify(() => { App.runtime.refresh(); return App.runtime.availableMemoryBytes > 0 }, 60000)
+            verify(status.text.indexOf("available") >= 0, status.text)
+            verify(status.text.indexOf("left to other programs") >= 0, status.text)
+
+            // A budget typed in wins: the switch goes off and the status says why.
+            const field = findChild(page, "budgetField")
+            field.text = mib(App.runtime.minimumBudget + App.runtime.expertBytes * 0.3).toFixed(1)
+            mouseClick(findChild(page, "budgetApply"))
+            verify(!App.runtime.following)
+            verify(!sw.checked)
+            verify(!App.runtime.followerActive)
+            verify(status.text.indexOf("you set the budget") >= 0, status.text)
+
+            // On and off again by the switch.
+            mouseClick(sw)
+            verify(App.runtime.following && sw.checked)
+            mouseClick(sw)
+            verify(!App.runtime.following && !sw.checked)
+            verify(!App.runtime.followerActive)
         }
 
         function test_poolCheckBoxes() {
