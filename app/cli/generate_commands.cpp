@@ -77,6 +77,7 @@ const CommandSpec& generateSpec() {
       concat(concat({{"--prompt", "TEXT", "the user message (or, with --raw, the text to continue)"},
                      {"--system", "TEXT", "a system message"},
                      {"--raw", "", "no chat template: encode the prompt as is"},
+                     {"--ignore-eos", "", "generate through end-of-sequence tokens until --max-tokens (benchmarks: a fixed length)"},
                      {"--trace", "OUT.json", "write the runtime's operations as Chrome trace JSON (needs --budget)"},
                      contextOverflowOptionSpec()},
                     samplingOptionSpecs()),
@@ -229,7 +230,7 @@ int runGenerate(const Args& arguments) {
   const bool useTemplate = !raw && s.chatTemplate;
   if (!raw && !s.chatTemplate) std::fprintf(stderr, "zipmoe: note: %s has no chat template; using the raw prompt\n", args[0].c_str());
   if (haveSystem && !useTemplate) std::fprintf(stderr, "zipmoe: note: --system is ignored without a chat template\n");
-  ChatSession chat(*s.engine, ChatSessionOptions{useTemplate, overflow});
+  ChatSession chat(*s.engine, ChatSessionOptions{useTemplate, overflow, line.has("--ignore-eos")});
   if (useTemplate && haveSystem) chat.setSystemPrompt(system);
   const GenerationStats stats = reply(s, chat, prompt, params);
   if (trace) {

@@ -674,8 +674,8 @@ int runBenchSuite(const Args& arguments) {
   if (line.has("--warm-start") && line.has("--no-warm-start"))
     throw Error("options --warm-start and --no-warm-start contradict each other: give one");
   o.run.warmStart = !line.has("--no-warm-start");
-  const std::optional<double> continuation =
-      line.has("--trace-continuation") ? std::optional<double>(line.number("--trace-continuation", 0, 1e6, 0)) : std::nullopt;
+  const bool continuationGiven = line.has("--trace-continuation");
+  const double continuation = line.number("--trace-continuation", 0, 1e6, 0);
   if (line.has("--prompt-seed") && line.has("--prompts"))
     throw Error("options --prompt-seed and --prompts both choose the measured prompts: give one");
   const std::optional<uint64_t> promptSeed =
@@ -733,7 +733,7 @@ int runBenchSuite(const Args& arguments) {
   std::filesystem::create_directories(dir);
 
   auto w = BenchWorkload::open(spec);
-  o.run.traceContinuation = continuation ? *continuation : workload == "qwen" ? 32.0 : workload == "deepseek" ? 16.0 : 0.0;
+  o.run.traceContinuation = continuationGiven ? continuation : workload == "qwen" ? 32.0 : workload == "deepseek" ? 16.0 : 0.0;
   if (!line.has("--history") && w->tracePrompts() > 0)  // a short trace: the history it has room for
     o.run.historyPrompts = std::clamp(w->tracePrompts() - static_cast<int>(o.run.prompts.size()), 0, o.run.historyPrompts);
   if (promptSeed && w->tracePrompts() > 0) {

@@ -14,7 +14,6 @@ Writes OUT/budget_auto.json (everything), OUT/budget_auto_tpot.json and OUT/budg
 """
 import argparse
 import json
-import mmap
 import os
 import re
 import subprocess
@@ -56,23 +55,6 @@ def rss(pid):
     return None
 
 
-HOG = r"""
-import mmap, sys, time
-chunks = []
-for line in sys.stdin:
-    want = int(line)
-    while sum(len(c) for c in chunks) < want:
-        n = min(128 << 20, want - sum(len(c) for c in chunks))
-        m = mmap.mmap(-1, n)
-        page = b"\x5a" * 4096
-        for off in range(0, n, 4096):
-            m[off:off + 4096] = page
-        chunks.append(m)
-        time.sleep(0.1)  # 1.28 GB/s at most: the server has a poll (250 ms) to answer each second
-    while chunks and sum(len(c) for c in chunks) > want:
-        chunks.pop().close()
-    print(sum(len(c) for c in chunks), flush=True)
-"""
 
 
 def main():
@@ -159,7 +141,8 @@ def main():
 
     threading.Thread(target=client, daemon=True).start()
     threading.Thread(target=sampler, daemon=True).start()
-    hog = subprocess.Popen([sys.executable, "-c", HOG], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    hog = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "memory_hog.py"), "--stdin"],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
     before = vmstat()
     steps = []
     # Settle: the server fills its starting budget.

@@ -33,14 +33,6 @@ bool isHfModel(const QString& dir) { return QFileInfo::exists(dir + QStringLiter
 
 uint64_t sum(const std::array<uint64_t, 4>& a) { return a[0] + a[1] + a[2] + a[3]; }
 
-// Engine::followFreeMemory for the GUI: turned off, no move of the follower's is still in flight
-// when it returns (a poll that began before would apply its move after the user's own budget).
-void follow(Engine& engine, bool on) {
-  engine.followFreeMemory(on);
-  if (!on)
-    if (BudgetFollower* follower = engine.budgetFollower()) follower->poll();  // one poll at a time: waits for the thread's
-}
-
 FollowStatus followStatusOf(Engine& engine) {
   FollowStatus s;
   BudgetFollower* follower = engine.budgetFollower();
@@ -48,8 +40,7 @@ FollowStatus followStatusOf(Engine& engine) {
   s.enabled = follower->enabled();
   s.reading = follower->lastReading();
   if (s.reading) s.marginBytes = follower->policy().margin(s.reading->totalBytes);
-  const std::vector<BudgetMove> moves = follower->moves();
-  if (!moves.empty()) s.lastMove = moves.back();
+  s.lastMove = follower->lastMove();
   s.error = follower->lastError();
   return s;
 }
@@ -237,7 +228,7 @@ void EngineWorker::openModel(const OpenModelRequest& request) {
     info_.followError = followError;
     session_ = std::make_unique<ChatSession>(*engine_, ChatSessionOptions{true, request.contextOverflow});
     Engine* engine = engine_.get();
-    runtime_->setFollowControl({[engine](bool on) { follow(*engine, on); }, [engine] { return followStatusOf(*engine); }});
+    runtime_->setFollowControl({[engine](bool on) { engine->followFreeMemory(on); }, [engine] { return followStatusOf(*engine); }});
     runtime_->set(rt);
     Q_EMIT modelReady(info_);
   } catch (const Cancelled&) {

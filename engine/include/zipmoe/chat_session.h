@@ -43,6 +43,8 @@ struct ChatSessionOptions {
   // A conversation that outgrows the context window: its oldest turns are left out (the reply says
   // how many), or the reply is refused with ContextOverflowError.
   ContextOverflow contextOverflow = ContextOverflow::DropOldest;
+  // Generate through end-of-sequence tokens up to the token limit (benchmarks: a fixed length).
+  bool ignoreEos = false;
 };
 
 class ChatSession {

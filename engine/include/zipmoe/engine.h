@@ -127,7 +127,8 @@ class Engine {
   void saveActivationHistory();
   const std::filesystem::path& historyPath() const { return historyPath_; }  // empty: not persisted
   // Following free memory: on creates the follower (EngineOptions' policy, or the defaults) and
-  // starts it, or enables it again; off keeps the budget where it is. No-op without a runtime.
+  // starts it, or enables it again; off keeps the budget where it is (a move being applied when it
+  // is called has been applied when it returns). No-op without a runtime.
   // Throws zipmoe::Error when the machine's memory cannot be read. From any thread.
   void followFreeMemory(bool on);
   BudgetFollower* budgetFollower();  // null until following was asked for

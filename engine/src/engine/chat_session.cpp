@@ -48,6 +48,7 @@ GenerationStats ChatSession::reply(const SamplingParams& params, const TextCallb
   request.useChatTemplate = options_.useChatTemplate && engine_.chatTemplate() != nullptr;
   request.cacheOwner = owner_;
   request.contextOverflow = options_.contextOverflow;
+  request.ignoreEos = options_.ignoreEos;
 
   std::shared_ptr<RequestTicket> ticket;
   try {

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/activation_history.h"
+#include "experts/activation_history.h"
 #include "io/file_io.h"
 #include "serve/memory_split.h"
 #include "zipmoe/hf/model_config.h"

@@ -234,6 +234,7 @@ void BudgetFollower::stop() {
 }
 
 void BudgetFollower::setEnabled(bool enabled) {
+  std::lock_guard one(pollMutex_);  // a poll applying its move finishes first
   std::lock_guard lock(mutex_);
   enabled_ = enabled;
   roomReadings_ = 0;
@@ -258,6 +259,12 @@ uint64_t BudgetFollower::budget() const {
 std::vector<BudgetMove> BudgetFollower::moves() const {
   std::lock_guard lock(mutex_);
   return moves_;
+}
+
+std::optional<BudgetMove> BudgetFollower::lastMove() const {
+  std::lock_guard lock(mutex_);
+  if (moves_.empty()) return std::nullopt;
+  return moves_.back();
 }
 
 std::optional<MemoryReading> BudgetFollower::lastReading() const {

@@ -53,7 +53,7 @@ bool waitReady(ChatController& c) {
   return c.modelState() == QStringLiteral("ready");
 }
 
-// The engine's activation history file (engine/src/engine/activation_history.h), read as the app's
+// The engine's activation history file (engine/src/experts/activation_history.h), read as the app's
 // user would find it.
 struct ActivationFile {
   bool valid = false;

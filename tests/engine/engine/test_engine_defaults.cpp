@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/activation_history.h"
+#include "experts/activation_history.h"
 #include "io/file_io.h"
 #include "engine/greedy_sampling.h"
 #include "test_support.h"

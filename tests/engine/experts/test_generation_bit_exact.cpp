@@ -460,6 +460,7 @@ class TestGenerationBitExact : public QObject {
     EngineOptions withRuntime;
     withRuntime.runtime = RuntimeOptions{};
     withRuntime.runtime->budget = MemoryBudget::bytes(64ull << 20);
+    withRuntime.warmStart = false;  // the default; taken apart at the end
     int statuses = 0;
     withRuntime.onStatus = [&](const std::string& s) { statuses += s.find("cost profile") != std::string::npos; };
     auto engine = Engine::open(store, withRuntime);
@@ -517,7 +518,7 @@ class TestGenerationBitExact : public QObject {
     QCOMPARE(textOf(*engine), expected);
     QVERIFY(engine->waitForWarmUp().has_value());
     engine = Engine::open(store, withRuntime);
-    QVERIFY(!engine->waitForWarmUp().has_value());  // none was started
+    QVERIFY(!engine->waitForWarmUp().has_value());  // none was started (turned off)
   }
 };
 

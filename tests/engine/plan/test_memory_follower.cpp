@@ -169,6 +169,7 @@ class TestMemoryFollower : public QObject {
 
     const std::vector<BudgetMove> log = f.moves();
     QCOMPARE(log.size(), applied.size());
+    QCOMPARE(f.lastMove().value().toBytes, log.back().toBytes);
     for (size_t i = 0; i < log.size(); ++i) {
       QCOMPARE(log[i].toBytes, applied[i]);
       if (i > 0) QCOMPARE(log[i].fromBytes, log[i - 1].toBytes);

@@ -17,7 +17,7 @@
 // as the app's slider does) and is logged (moves(), onMove) with the reading that caused it.
 // The decision is one reading at a time (poll), so a test drives it with a scripted MemorySource;
 // start() runs the same poll on a thread every `interval`.
-// Thread-safety: poll, moves, budget, setEnabled and budgetMovedTo from any thread (one mutex);
+// Thread-safety: every function from any thread (one mutex for the state, one that lets one poll run);
 // the apply callback runs on the polling thread, outside it. Cost: two small /proc reads per poll.
 #pragma once
 
@@ -122,12 +122,15 @@ class BudgetFollower {
   void start(std::chrono::milliseconds interval = std::chrono::milliseconds(250));
   void stop();
 
-  void setEnabled(bool enabled);  // off: readings go on being taken, no move is made
+  // Off: readings go on being taken, no move is made; a move already being applied has been when it
+  // returns, so none lands after a budget the caller sets next.
+  void setEnabled(bool enabled);
   bool enabled() const;
   // Someone else moved the budget (the user's slider while following is off): follow from there.
   void budgetMovedTo(uint64_t bytes);
   uint64_t budget() const;
   std::vector<BudgetMove> moves() const;  // the event log, oldest first (the last 4096)
+  std::optional<BudgetMove> lastMove() const;
   std::optional<MemoryReading> lastReading() const;
   std::string lastError() const;
   // Called on the polling thread after each move.

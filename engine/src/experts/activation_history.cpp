@@ -1,5 +1,5 @@
 // Activation statistics kept across runs (see activation_history.h).
-#include "engine/activation_history.h"
+#include "experts/activation_history.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
