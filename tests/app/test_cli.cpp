@@ -222,6 +222,20 @@ class TestCli : public QObject {
       QVERIFY2(r.exitCode == 0, qPrintable(r.err));
       QVERIFY2(r.err.contains("time to first token") && r.err.contains("time per output token"), qPrintable(r.err));
     }
+    // The budget that follows free memory, a fixed-length reply, and the statistics of the runs
+    // before (the store's first budgeted run above kept none: generate on "store" ran resident).
+    r = runCli({"generate", path(tmp / "store"), "--prompt", "Hello", "--max-tokens", "12", "--ignore-eos", "--budget", "auto"});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QVERIFY2(r.err.contains("zipmoe: --budget auto: ") && r.err.contains("it follows free memory between") &&
+                 r.err.contains("; 12 generated;"),
+             qPrintable(r.err));
+    r = runCli({"generate", path(tmp / "store"), "--prompt", "Hello", "--max-tokens", "2", "--budget", "1M"});
+    QVERIFY2(r.exitCode == 0 && r.err.contains("planning from the activation history of earlier runs"), qPrintable(r.err));
+    r = runCli({"generate", path(tmp / "store"), "--prompt", "Hello", "--max-tokens", "2", "--budget", "1M", "--no-history"});
+    QVERIFY2(r.exitCode == 0 && !r.err.contains("activation history"), qPrintable(r.err));
+    r = runCli({"generate", path(tmp / "store"), "--prompt", "Hello", "--budget", "50%", "--free-margin", "1G"});
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("--free-margin is for --budget auto"), qPrintable(r.err));
     QProcess chat;
     chat.start(ZIPMOE_CLI_PATH, {"chat", path(tmp / "store"), "--max-tokens", "4"});
     QVERIFY(chat.waitForStarted());
