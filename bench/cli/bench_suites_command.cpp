@@ -621,7 +621,7 @@ const CommandSpec& suiteSpec() {
        {"--no-warm-start", "", "offloading systems start with empty pools (by default, as every door of the product does, they fill them before the first prompt from the --history counts; the full-tensor baselines get them too, to rank what they keep)"},
        {"--history", "N", "the systems plan from the activation counts of N other trace prompts from the start, as the product does from the statistics its earlier runs kept (default 8; 0: the prior)"},
        {"--prompt-seed", "S", "draw the measured trace prompts (as many as --prompts lists, default one) at random with seed S (default 1 unless --prompts is given); the draw is printed and written to the results"},
-       {"--trace-continuation", "TAU", "once a trace prompt's tokens are replayed, draw later tokens' experts from the prompt's counts so far plus TAU tokens of the layer's counts over all prompts (a Polya urn, 0-1000000; 0: replay the prompt's counts again). Default: the value fitted on the workload's trace, 32 for Qwen1.5-MoE, 16 for DeepSeek-V2-Lite (scripts/dev/fit_session_weight.py), 0 otherwise"}},
+       {"--trace-continuation", "TAU", "once a trace prompt's tokens are replayed, draw later tokens' experts from the prompt's counts so far plus TAU tokens of the layer's counts over all prompts (a Polya urn, 0-1000000; 0: replay the prompt's counts again). Default: the value fitted on the trace, 32 for qwen1.5-moe.tsv, 16 for deepseek-v2-lite.tsv (scripts/dev/fit_session_weight.py), 0 otherwise"}},
       1, 1,
       "A budget PCT is PCT % of the model's expert bytes in BF16, the whole budget (working set included), as in\n"
       "`generate --budget PCT%`; a system whose minimum is above it is reported as skipped.\n"
@@ -733,7 +733,12 @@ int runBenchSuite(const Args& arguments) {
   std::filesystem::create_directories(dir);
 
   auto w = BenchWorkload::open(spec);
-  o.run.traceContinuation = continuationGiven ? continuation : workload == "qwen" ? 32.0 : workload == "deepseek" ? 16.0 : 0.0;
+  // The fitted values belong to the traces (scripts/dev/fit_session_weight.py), whichever store replays them.
+  const std::string traceName = spec.traceFile.filename().string();
+  o.run.traceContinuation = continuationGiven                                ? continuation
+                            : traceName.rfind("qwen1.5-moe", 0) == 0        ? 32.0
+                            : traceName.rfind("deepseek-v2-lite", 0) == 0   ? 16.0
+                                                                            : 0.0;
   if (!line.has("--history") && w->tracePrompts() > 0)  // a short trace: the history it has room for
     o.run.historyPrompts = std::clamp(w->tracePrompts() - static_cast<int>(o.run.prompts.size()), 0, o.run.historyPrompts);
   if (promptSeed && w->tracePrompts() > 0) {
