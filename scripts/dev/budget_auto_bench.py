@@ -57,6 +57,15 @@ def rss(pid):
 
 
 
+def hog_steps(steps):
+    """The hog's memory as a step line: what it held until each step began, then what it took."""
+    points, held = [[0.0, 0.0]], 0.0
+    for p in steps:
+        points += [[p["t"], held], [p["taken_t"], p["hog_mib"]]]
+        held = p["hog_mib"]
+    return points
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--zipmoe", default="build/app/zipmoe")
@@ -106,8 +115,12 @@ def main():
 
     stop, tokens, requests = threading.Event(), [], []
 
+    def model_id():
+        with urllib.request.urlopen(f"http://127.0.0.1:{args.port}/v1/models", timeout=60) as r:
+            return json.load(r)["data"][0]["id"]
+
     def client():
-        body = {"model": "x", "messages": [{"role": "user", "content": "Tell me the story of Romeo and Juliet."}],
+        body = {"model": model_id(), "messages": [{"role": "user", "content": "Tell me the story of Romeo and Juliet."}],
                 "max_tokens": args.max_tokens, "stream": True, "ignore_eos": True, "temperature": 0}
         while not stop.is_set():
             req = urllib.request.Request(f"http://127.0.0.1:{args.port}/v1/chat/completions",
@@ -123,6 +136,7 @@ def main():
                 requests.append({"start": start, "error": str(e)})
                 if server.poll() is not None:
                     return
+                time.sleep(1)
                 continue
             tokens.extend(times)
             gaps = [b - a for a, b in zip(times, times[1:])]
@@ -145,8 +159,14 @@ def main():
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
     before = vmstat()
     steps = []
-    # Settle: the server fills its starting budget.
+    # Settle: the server fills its starting budget (its RSS stops growing: under 1 % in 10 s), so that
+    # the available memory the steps are computed from is what it leaves once full.
     time.sleep(args.hold)
+    while True:
+        before_rss = rss(server.pid) or 0
+        time.sleep(10)
+        if (rss(server.pid) or 0) <= before_rss * 1.01:
+            break
     expert_mib = limits["ceiling_mib"] - limits["floor_mib"]
     start_available = meminfo()["MemAvailable"]
     start_budget = (moves[-1]["to_mib"] if moves else limits["start_mib"]) * MiB
@@ -196,7 +216,7 @@ def main():
               "series": [{"name": "budget", "points": budget_points, "markers": False},
                          {"name": "MemAvailable", "points": [[s["t"], s["available_mib"]] for s in samples], "markers": False},
                          {"name": "server RSS", "points": [[s["t"], s["server_rss_mib"]] for s in samples], "markers": False},
-                         {"name": "hog", "points": [[p["taken_t"], p["hog_mib"]] for p in steps if "taken_t" in p]}]}
+                         {"name": "hog", "points": hog_steps(steps), "markers": False}]}
     for name, fig in (("budget_auto_tpot.json", tpot), ("budget_auto_budget.json", memory)):
         with open(os.path.join(args.out, name), "w") as f:
             json.dump(fig, f, indent=1)

@@ -4,8 +4,9 @@
 #   1. llama.cpp from the llama-cpp-python source distribution on PyPI (its vendored llama.cpp, a
 #      pinned version), built with CMake: llama-bench only;
 #   2. its converter's Python (torch, transformers, its own gguf-py) in a virtual environment;
-#   3. the generated Qwen1.5-MoE-shaped checkpoint (the real vocabulary, from `bench suite
-#      --workload qwen`) converted to BF16 GGUF with llama.cpp's convert_hf_to_gguf.py;
+#   3. the generated Qwen1.5-MoE-shaped checkpoint (`bench suite --workload qwen` makes it), with the
+#      real model's vocabulary from ../shared/data/models/, converted to BF16 GGUF with llama.cpp's
+#      convert_hf_to_gguf.py;
 #   4. llama-bench and `zipmoe generate` at the same thread count: all resident, then for each share
 #      with the machine's available memory held to ZipMoE's RSS at that budget by a process that
 #      occupies the rest (scripts/dev/memory_hog.py; no cgroups needed).
@@ -58,10 +59,19 @@ if ! $PY -c 'import torch, transformers, gguf, numpy' 2>/dev/null; then
   $PEER/venv/bin/python -m pip install -q torch numpy sentencepiece "transformers==4.57.6" "protobuf>=4.21,<5" "$LLAMA/gguf-py"
 fi
 
-echo "== 3. $HF -> BF16 GGUF"
+echo "== 3. $HF with the real vocabulary -> BF16 GGUF"
+# The generated checkpoint's weights and config, and the real model's tokenizer files: the converter
+# recognises a vocabulary by how it pre-tokenizes, and the generated one is a small stand-in.
+VOCAB=${VOCAB:-../shared/data/models/qwen1.5-moe}
+SRC=$PEER/$(basename "$HF")-realvocab
+rm -rf "$SRC" && mkdir -p "$SRC"
+for f in "$HF"/*.json "$HF"/*.safetensors; do
+  case "$(basename "$f")" in tokenizer.json|tokenizer_config.json) ;; *) ln -s "$(realpath "$f")" "$SRC/" ;; esac
+done
+for f in vocab.json merges.txt tokenizer_config.json; do ln -s "$(realpath "$VOCAB/$f")" "$SRC/"; done
 GGUF=$PEER/$(basename "$HF")-bf16.gguf
 if [ ! -s "$GGUF" ]; then
-  $PY $LLAMA/convert_hf_to_gguf.py "$HF" --outtype bf16 --outfile "$GGUF.part"
+  $PY $LLAMA/convert_hf_to_gguf.py "$SRC" --outtype bf16 --outfile "$GGUF.part"
   mv "$GGUF.part" "$GGUF"
 fi
 
@@ -69,9 +79,12 @@ echo "== 4. measurements ($THREADS threads)"
 # About PP tokens of text (the reply reports the exact count); llama-bench draws PP random tokens.
 PROMPT="$(sed -n 100,400p ../shared/data/corpus/tinyshakespeare.txt | tr '\n' ' ' | head -c $((PP * 4)))"
 export XDG_STATE_HOME=$PEER/state  # ZipMoE's statistics of these runs only
-# llama-bench: text generation (TG tokens) and prompt processing (PP tokens), median of 3.
+# llama-bench: text generation (TG tokens) and prompt processing (PP tokens), the mean of 3 runs; with
+# memory held, one run of a quarter of the prompt (paging makes each take minutes).
 llama() {  # label
-  $LLAMA/build/bin/llama-bench -m "$GGUF" -t "$THREADS" -p $PP -n $TG -r 3 -o json > "$OUT/llama-$1.json"
+  local reps=3 pp=$PP
+  case $1 in held-*) reps=1 pp=$((PP / 4)) ;; esac
+  $LLAMA/build/bin/llama-bench -m "$GGUF" -t "$THREADS" -p $pp -n $TG -r $reps -o json > "$OUT/llama-$1.json"
 }
 # zipmoe generate: TPOT over TG tokens, and the prefill rate of a PP-token raw prompt.
 zipmoe() {  # label budget...
