@@ -77,7 +77,7 @@ fi
 
 echo "== 4. measurements ($THREADS threads)"
 # About PP tokens of text (the reply reports the exact count); llama-bench draws PP random tokens.
-PROMPT="$(sed -n 100,400p ../shared/data/corpus/tinyshakespeare.txt | tr '\n' ' ' | head -c $((PP * 4)))"
+PROMPT="$(sed -n 100,400p ../shared/data/corpus/tinyshakespeare.txt | tr '\n' ' ' | cut -c 1-$((PP * 4)))"  # cut reads it all: no SIGPIPE
 export XDG_STATE_HOME=$PEER/state  # ZipMoE's statistics of these runs only
 # llama-bench: text generation (TG tokens) and prompt processing (PP tokens), the mean of 3 runs; with
 # memory held, one run of a quarter of the prompt (paging makes each take minutes).
@@ -86,12 +86,18 @@ llama() {  # label
   case $1 in held-*) reps=1 pp=$((PP / 4)) ;; esac
   $LLAMA/build/bin/llama-bench -m "$GGUF" -t "$THREADS" -p $pp -n $TG -r $reps -o json > "$OUT/llama-$1.json"
 }
-# zipmoe generate: TPOT over TG tokens, and the prefill rate of a PP-token raw prompt.
+# zipmoe generate, as llama-bench measures: TPOT over TG tokens after a one-word prompt (an empty
+# context, like llama-bench's tg test), then the prefill rate of a raw prompt of about PP tokens
+# (one token generated), in one process each; the larger RSS of the two is kept.
 zipmoe() {  # label budget...
   local label=$1; shift
-  /usr/bin/time -f "%M" -o "$OUT/zipmoe-$label.maxrss" \
-    $ZIPMOE generate "$STORE" --raw --prompt "$PROMPT" --max-tokens $TG --ignore-eos \
-      --threads "$THREADS" "$@" > /dev/null 2> "$OUT/zipmoe-$label.log"
+  /usr/bin/time -f "%M" -o "$OUT/zipmoe-$label.tg.maxrss" \
+    $ZIPMOE generate "$STORE" --raw --prompt "Hello" --max-tokens $TG --ignore-eos \
+      --threads "$THREADS" "$@" > /dev/null 2> "$OUT/zipmoe-$label.tg.log"
+  /usr/bin/time -f "%M" -o "$OUT/zipmoe-$label.pp.maxrss" \
+    $ZIPMOE generate "$STORE" --raw --prompt "$PROMPT" --max-tokens 1 \
+      --threads "$THREADS" "$@" > /dev/null 2> "$OUT/zipmoe-$label.pp.log"
+  sort -n "$OUT/zipmoe-$label".*.maxrss | tail -n 1 > "$OUT/zipmoe-$label.maxrss"
 }
 llama resident
 zipmoe resident

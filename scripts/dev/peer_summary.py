@@ -15,14 +15,20 @@ def llama(path):
             "pp_tokens": pp["n_prompt"], "tg_tokens": tg["n_gen"], "build": tg.get("build_commit"), "threads": tg.get("n_threads")}
 
 
-def zipmoe(path):
+def timing(path):
     text = open(path).read()
-    m = re.search(r"\[(\d+) prompt tokens, (\d+) reused, (\d+) prefilled; (\d+) generated; time to first token ([\d.]+) ms; "
-                  r"time per output token ([\d.]+) ms", text)
+    m = re.search(r"\[(\d+) prompt tokens, (\d+) reused, (\d+) prefilled; (\d+) generated; time to first token ([\d.]+) ms"
+                  r"(?:; time per output token ([\d.]+) ms)?", text)  # one token generated: no TPOT
     if not m:
         raise SystemExit(f"{path}: no timing line (did generate fail?)")
-    prefilled, ttft, tpot = int(m.group(3)), float(m.group(5)), float(m.group(6))
-    rss = path[:-4] + ".maxrss"
+    return int(m.group(3)), float(m.group(5)), float(m.group(6)) if m.group(6) else None
+
+
+def zipmoe(path):  # OUT/zipmoe-LABEL.log: its .tg.log (TPOT) and .pp.log (the prompt's rate)
+    base = path[:-4]
+    _, _, tpot = timing(base + ".tg.log")
+    prefilled, ttft, _ = timing(base + ".pp.log")
+    rss = base + ".maxrss"
     return {"tpot_ms": tpot, "ttft_ms": ttft, "prompt_tokens": prefilled, "pp_tokens_per_s": 1e3 * prefilled / ttft,
             "max_rss_mib": int(open(rss).read().split()[-1]) / 1024 if os.path.exists(rss) else None}
 
