@@ -21,4 +21,7 @@ $S --budgets 25 --systems zipmoe,full-lru --out $R/defaults-first > $R/defaults-
 date -u
 $S --budgets 25 --systems full-lru,zipmoe --out $R/defaults-reversed > $R/defaults-reversed.log 2>&1
 date -u
-echo ALL_DONE
+echo ALL_DONE  # (the second sitting, below, was run by hand afterwards)
+# Second sitting of step 2 (08:09 UTC, after the llama.cpp comparison), the orders swapped:
+#   $S --budgets 25 --systems full-lru,zipmoe --out $R/defaults2-reversed
+#   $S --budgets 25 --systems zipmoe,full-lru --out $R/defaults2-first

@@ -5,11 +5,12 @@ import statistics
 
 R = "docs/bench/run35"
 print("Budget sweep at 25 %, the suite's defaults (history 8, warm start, fitted continuation, prompt by seed 1)")
-for order in ("first", "reversed"):
-    d = json.load(open(f"{R}/defaults-{order}/budget-nibble.json"))
+for run in ("defaults-first", "defaults-reversed", "defaults2-reversed", "defaults2-first"):  # sitting 1, then 2
+    order = run
+    d = json.load(open(f"{R}/{run}/budget-nibble.json"))
     r = {x["system"]: x for x in d["results"]}
     z, l = r["zipmoe"], r["full-lru"]
-    print(f"  {order:9s} prompt {d['settings']['prompts']} TPOT {z['tpot_ms']:.1f} / {l['tpot_ms']:.1f} ms = {z['tpot_ms'] / l['tpot_ms']:.2f}; "
+    print(f"  {order:18s} prompt {d['settings']['prompts']} TPOT {z['tpot_ms']:.1f} / {l['tpot_ms']:.1f} ms = {z['tpot_ms'] / l['tpot_ms']:.2f}; "
           f"TTFT {z['ttft_ms']:.0f} / {l['ttft_ms']:.0f} ms = {z['ttft_ms'] / l['ttft_ms']:.2f}; "
           f"stall {z['stall_ms_per_token']:.1f} / {l['stall_ms_per_token']:.1f} ms = {z['stall_ms_per_token'] / l['stall_ms_per_token']:.2f}; "
           f"MiB/token {z['mib_read_per_token']:.0f} / {l['mib_read_per_token']:.0f}; resident TPOT {z['resident_tpot_ms']:.0f} ms")
