@@ -194,7 +194,7 @@ void EngineWorker::openModel(const OpenModelRequest& request) {
       }
     }
     options.onStatus = [this](const std::string& status) { Q_EMIT loadProgress(QString::fromStdString(status), -1.0); };
-    options.warmStart = true;  // the pools fill while the user reads and types; the first prompt stops it
+    // EngineOptions' default warm start fills the pools while the user reads and types; the first prompt stops it.
     engine_ = Engine::open(toPath(storePath), options);
     auto rt = engine_->sharedRuntime();
     tryDatabase(QT_TR_NOOP("save the cost profile"), [&](ChatDatabase& db) {
