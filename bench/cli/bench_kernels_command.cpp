@@ -61,6 +61,7 @@ int runBenchKernels(const Args& arguments) {
        {"--repeat", "R", "bandwidth passes and timed products per kernel ×4 (1-1000, default 10)"},
        {"--threads", "N", "compute threads for the products (0 = every CPU this process may use, default)"},
        {"--huge-pages", "", "the GEMVs' weights in memory advised for huge pages, as the model loads its weights"},
+       {"--prefill", "ROWS,...", "also each shape's prefill product at these rows of x: AMX tiles and libtorch"},
        {"--json", "FILE", "also write the figures as JSON"}},
       0, 0, ""};
   const CommandLine line = CommandLine::parse(command, arguments);
@@ -73,6 +74,17 @@ int runBenchKernels(const Args& arguments) {
   const std::optional<std::string> jsonPath = line.text("--json");
   const int threads = line.integer<int>("--threads", 0, 4096, 0);
   const bool hugePages = line.has("--huge-pages");
+  std::vector<int64_t> prefillRows;
+  if (const auto text = line.text("--prefill")) {
+    std::stringstream ss(*text);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      const long long r = parseInteger("--prefill", item);
+      if (r < 1 || r > 65536) throw Error("option --prefill: " + item + " rows is out of range (1-65536)");
+      prefillRows.push_back(r);
+    }
+    if (prefillRows.empty()) throw Error("option --prefill is empty");
+  }
 
   nlohmann::ordered_json j;
   j["host"] = hostIdentity();
@@ -88,6 +100,22 @@ int runBenchKernels(const Args& arguments) {
                 b.worstGbPerSecond);
     j["bandwidth"].push_back({{"threads", t}, {"gb_per_s", b.gbPerSecond}, {"median_gb_per_s", b.medianGbPerSecond},
                               {"slowest_gb_per_s", b.worstGbPerSecond}});
+  }
+  if (!prefillRows.empty()) {
+    // First, before any other product: libtorch's first call with a shape is what a fresh process pays.
+    std::printf("\nprefill products, weights read from memory, all compute threads (us per product: AMX tiles from\n"
+                "the words and from the split planes; libtorch's first call with the shape, then its median):\n");
+    std::printf("  %-34s %6s %10s %10s %12s %10s\n", "shape", "rows", "tiles", "tiles split", "torch first", "torch");
+    for (const Shape& s : shapes) {
+      if (s.rows > 65536) continue;  // the LM head: prefill computes it for the last row only
+      for (const PrefillFigure& f : measurePrefill(s.rows, s.cols, prefillRows, bytes, repeats)) {
+        std::printf("  %-34s %6lld %10.1f %10.1f %12.1f %10.1f\n", s.name.c_str(), static_cast<long long>(f.batch),
+                    f.tilesUs, f.tilesSplitUs, f.libtorchFirstUs, f.libtorchUs);
+        j["prefill"].push_back({{"shape", s.name}, {"rows", s.rows}, {"cols", s.cols}, {"batch", f.batch},
+                                {"tiles_us", f.tilesUs}, {"tiles_split_us", f.tilesSplitUs},
+                                {"libtorch_first_us", f.libtorchFirstUs}, {"libtorch_us", f.libtorchUs}});
+      }
+    }
   }
   std::printf("\nBF16 GEMV, batch %d, weights read from memory%s, %s compute threads (the median product; sust.: all\n"
               "products' bytes ÷ their time):\n",

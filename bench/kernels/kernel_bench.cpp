@@ -204,6 +204,64 @@ std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, s
   return out;
 }
 
+std::vector<PrefillFigure> measurePrefill(int64_t rows, int64_t cols, const std::vector<int64_t>& batches,
+                                          size_t workingSetBytes, int repeats) {
+  if (rows < 1 || cols < 1 || repeats < 1) throw Error("measurePrefill: bad arguments");
+  const size_t matrixBytes = static_cast<size_t>(rows * cols) * 2;
+  const size_t copies = std::max<size_t>(2, (workingSetBytes + matrixBytes - 1) / matrixBytes);
+  at::manual_seed(8);
+  std::vector<at::Tensor> weights;
+  std::vector<std::vector<uint8_t>> exponents(copies), signMantissa(copies);
+  for (size_t i = 0; i < copies; ++i) {
+    weights.push_back((at::randn({rows, cols}) * 0.05).to(at::kBFloat16));
+    exponents[i].resize(static_cast<size_t>(rows * cols));
+    signMantissa[i].resize(static_cast<size_t>(rows * cols));
+    bf16::split(reinterpret_cast<const uint16_t*>(weights[i].data_ptr<at::BFloat16>()), static_cast<size_t>(rows * cols),
+                exponents[i].data(), signMantissa[i].data());
+  }
+  const size_t products = std::max(copies, static_cast<size_t>(repeats) * 4);
+  // oneDNN's one-time start (ISA detection, its first kernels) on a shape no prefill has, so that a
+  // first call below pays only for its own shape.
+  (void)at::linear(at::ones({3, 32}, at::kBFloat16), at::ones({48, 32}, at::kBFloat16));
+  // The median microseconds of `products` calls of f(copy), after one call of each copy.
+  const auto median = [&](const auto& f) {
+    for (size_t i = 0; i < copies; ++i) (void)f(i);
+    std::vector<double> times;
+    for (size_t i = 0; i < products; ++i) {
+      const auto t0 = Clock::now();
+      (void)f(i % copies);
+      times.push_back(std::chrono::duration<double>(Clock::now() - t0).count() * 1e6);
+    }
+    std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
+    return times[times.size() / 2];
+  };
+  std::vector<PrefillFigure> out;
+  for (const int64_t batch : batches) {
+    PrefillFigure f;
+    f.batch = batch;
+    const at::Tensor x = at::randn({batch, cols}).to(at::kBFloat16);
+    {
+      const MatmulScope scope(MatmulKernel::Auto);
+      if (amxProjects(x, rows, cols)) {
+        f.tilesUs = median([&](size_t i) {
+          return projectTiles(x, {.words = reinterpret_cast<const uint16_t*>(weights[i].data_ptr<at::BFloat16>()),
+                                  .rows = rows, .cols = cols});
+        });
+        f.tilesSplitUs = median([&](size_t i) {
+          return projectTiles(x, {.exponents = exponents[i].data(), .signMantissa = signMantissa[i].data(),
+                                  .rows = rows, .cols = cols});
+        });
+      }
+    }
+    const auto t0 = Clock::now();
+    (void)at::linear(x, weights[0]);
+    f.libtorchFirstUs = std::chrono::duration<double>(Clock::now() - t0).count() * 1e6;
+    f.libtorchUs = median([&](size_t i) { return at::linear(x, weights[i]); });
+    out.push_back(f);
+  }
+  return out;
+}
+
 double measureChecksum(size_t bytes, bool threeStreams, int repeats) {
   if (bytes == 0 || repeats < 1) throw Error("measureChecksum: needs bytes > 0 and repeats >= 1");
   std::vector<uint8_t> data(bytes);

@@ -51,6 +51,20 @@ struct GemvFigure {
 std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, size_t workingSetBytes, int repeats,
                                     int threads = 0, bool hugePages = false);
 
+struct PrefillFigure {
+  int64_t batch = 0;             // rows of x
+  // Per product, microseconds, W read from memory (a different copy each time): on AMX tiles from
+  // the words and from the split planes (projectTiles; negative where the tiles do not run), and
+  // libtorch's at::linear on its first call with this shape in the process (oneDNN compiles its
+  // kernel then) and after that (the median).
+  double tilesUs = -1, tilesSplitUs = -1, libtorchFirstUs = 0, libtorchUs = 0;
+};
+// A prefill step's product y = x · Wᵀ for W [rows × cols] at each of `batches` rows of x, BF16, on
+// every compute thread, cycling through copies of W (at least `workingSetBytes`) as measureGemv does.
+// Call it before anything else in the process has run at::linear with these shapes.
+std::vector<PrefillFigure> measurePrefill(int64_t rows, int64_t cols, const std::vector<int64_t>& batches,
+                                          size_t workingSetBytes, int repeats);
+
 // CRC-32C (the check of every chunk the runtime reads, on its I/O thread) over a `bytes` buffer in
 // cache-cold slices of 4 MiB, one thread: GB/s, best of `repeats`. `threeStreams` = the form every read
 // uses; false = one stream of the crc32 instruction (the form before, for comparison).

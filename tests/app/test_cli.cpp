@@ -190,8 +190,8 @@ class TestCli : public QObject {
     QVERIFY(!codecJson["bf16"].toArray().isEmpty());
     // bench kernels: every project kernel on the BF16 words and on the split planes, which give the
     // same products bit for bit (so the same error against libtorch).
-    r = runCli({"bench", "kernels", "--shapes", "64x256", "--mb", "64", "--repeat", "1", "--threads", "1", "--json",
-                path(tmp / "kernels.json")});
+    r = runCli({"bench", "kernels", "--shapes", "64x256", "--mb", "64", "--repeat", "1", "--threads", "1", "--prefill",
+                "16,200", "--json", path(tmp / "kernels.json")});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
     QVERIFY(r.out.contains("scalar split"));
     QMap<QString, double> errors;
@@ -202,6 +202,13 @@ class TestCli : public QObject {
     QVERIFY(errors.contains("libtorch") && errors.contains("scalar") && errors.contains("scalar split"));
     for (auto it = errors.cbegin(); it != errors.cend(); ++it)
       if (it.key().endsWith(" split")) QCOMPARE(it.value(), errors.value(it.key().chopped(6), -1));
+    // Prefill's products: libtorch at both row counts; the tiles at 16 rows where the CPU has AMX,
+    // never at 200 (above kMaxTileRows).
+    const QJsonArray prefill = readJsonFile(tmp / "kernels.json")["prefill"].toArray();
+    QCOMPARE(prefill.size(), 2);
+    QCOMPARE(prefill[0].toObject()["batch"].toInt(), 16);
+    for (const auto& p : prefill) QVERIFY(p.toObject()["libtorch_us"].toDouble() > 0);
+    QCOMPARE(prefill[1].toObject()["tiles_us"].toDouble(), -1.0);
     r = runCli({"info"});
     QVERIFY2(r.exitCode == 0, qPrintable(r.err));
     QVERIFY(r.out.contains("libtorch"));
@@ -735,6 +742,7 @@ class TestCli : public QObject {
         {{"bench", "chat", "model", "--turns", "0"}, {"--turns", "0 is out of range"}},
         {{"bench", "kernels", "--shapes", "12y5"}, {"--shapes", "'12y5' is not ROWSxCOLS"}},
         {{"bench", "kernels", "--batch", "9"}, {"--batch", "9 is out of range"}},
+        {{"bench", "kernels", "--prefill", "16,0"}, {"--prefill", "0 rows is out of range"}},
         {{"generate", "model", "--prompt", "x", "--matmul", "gpu"}, {"--matmul", "'gpu'"}},
         {{"generate", "model", "--prompt", "x", "--context-overflow", "trim"}, {"--context-overflow", "'trim'", "drop-oldest or error"}},
         {{"serve", "model", "--context-overflow", "trim"}, {"--context-overflow", "'trim'"}},

@@ -131,10 +131,10 @@ __attribute__((target("avx2,fma"))) inline __m128i nibbleWords8(const NibbleRows
   return _mm_or_si128(_mm_and_si128(keep, both), _mm_andnot_si128(keep, e));
 }
 
-__attribute__((target("avx2,fma"))) void wordsAvx2(const NibbleRows& w, size_t r0, size_t r1, uint16_t* out) {
+__attribute__((target("avx2,fma"))) void wordsAvx2(const NibbleRows& w, size_t r0, size_t r1, uint16_t* out, size_t outRow0) {
   const size_t cols = w.cols, full = cols / 8 * 8;
   for (size_t r = r0; r < r1; ++r) {
-    uint16_t* row = out + r * cols;
+    uint16_t* row = out + (r - outRow0) * cols;
     size_t c = 0;
     for (; c < full; c += 8) _mm_storeu_si128(reinterpret_cast<__m128i*>(row + c), nibbleWords8(w, r, c));
     for (; c < cols; ++c) row[c] = w.word(r, c);
@@ -267,11 +267,11 @@ ZIPMOE_AVX512BF16 inline __m512bh load32(const NibbleRows& w, size_t r, size_t c
 
 // Rows [r0, r1) of the words, 32 at a time; the row's tail through the masked load (its lanes past
 // the row are +0.0 and not stored).
-ZIPMOE_AVX512BF16 void wordsAvx512(const NibbleRows& w, size_t r0, size_t r1, uint16_t* out) {
+ZIPMOE_AVX512BF16 void wordsAvx512(const NibbleRows& w, size_t r0, size_t r1, uint16_t* out, size_t outRow0) {
   const size_t cols = w.cols, full = cols / 32 * 32;
   const __mmask32 tail = static_cast<__mmask32>((uint64_t{1} << (cols - full)) - 1);
   for (size_t r = r0; r < r1; ++r) {
-    uint16_t* row = out + r * cols;
+    uint16_t* row = out + (r - outRow0) * cols;
     for (size_t c = 0; c < full; c += 32) _mm512_storeu_si512(row + c, __builtin_bit_cast(__m512i, load32(w, r, c)));
     if (tail != 0) _mm512_mask_storeu_epi16(row + full, tail, __builtin_bit_cast(__m512i, load32(w, r, full, tail)));
   }
@@ -384,7 +384,7 @@ void gemvNibbleBf16(GemvLevel level, std::span<const NibbleShard> shards, const 
 }
 
 void nibbleToBf16(GemvLevel level, std::span<const NibbleShard> shards, const uint8_t* signMantissa, size_t cols,
-                  size_t rowBegin, size_t rowEnd, uint16_t* out) {
+                  size_t rowBegin, size_t rowEnd, uint16_t* out, size_t outRow0) {
   if (!gemvLevelSupported(level))
     throw Error(std::string("BF16 GEMV level ") + gemvLevelName(level) + " is not supported by this CPU");
   if (cols % 2 != 0)
@@ -396,10 +396,10 @@ void nibbleToBf16(GemvLevel level, std::span<const NibbleShard> shards, const ui
     switch (level) {
       case GemvLevel::Scalar:
         for (size_t r = begin; r < end; ++r)
-          for (size_t c = 0; c < cols; ++c) out[r * cols + c] = w.word(r, c);
+          for (size_t c = 0; c < cols; ++c) out[(r - outRow0) * cols + c] = w.word(r, c);
         break;
-      case GemvLevel::Avx2: wordsAvx2(w, begin, end, out); break;
-      case GemvLevel::Avx512Bf16: wordsAvx512(w, begin, end, out); break;
+      case GemvLevel::Avx2: wordsAvx2(w, begin, end, out, outRow0); break;
+      case GemvLevel::Avx512Bf16: wordsAvx512(w, begin, end, out, outRow0); break;
     }
   }
 }

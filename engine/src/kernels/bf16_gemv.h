@@ -59,9 +59,10 @@ void gemvNibbleBf16(GemvLevel level, std::span<const NibbleShard> shards, const 
 // The words of rows [rowBegin, rowEnd) of the same W, from its nibble codes and sign-mantissa plane,
 // written row-major to out (row r at out + r · cols): bf16::merge of the decoded planes in one pass,
 // with no exponent plane (a product of many rows then runs on the words). Every level writes the
-// same words. Rows no shard holds are not written. REQUIRES: as gemvNibbleBf16.
+// same words. Rows no shard holds are not written. With outRow0, row r goes to out + (r − outRow0) · cols
+// (a block of rows in a buffer of its own). REQUIRES: as gemvNibbleBf16; outRow0 ≤ rowBegin.
 void nibbleToBf16(GemvLevel level, std::span<const NibbleShard> shards, const uint8_t* signMantissa, size_t cols,
-                  size_t rowBegin, size_t rowEnd, uint16_t* out);
+                  size_t rowBegin, size_t rowEnd, uint16_t* out, size_t outRow0 = 0);
 
 // BF16 ↔ fp32 as the hardware does it: widening is exact; narrowing rounds to nearest even (NaN stays NaN).
 inline float bf16ToFloat(uint16_t h) {

@@ -1,4 +1,4 @@
-// project(): the project's BF16 GEMV for decoding's rows, at::linear otherwise; the forward's rows
+// project(): the project's BF16 GEMV for decoding's rows, AMX tiles or at::linear for prefill's; the forward's rows
 // cut by sequence so that a row's result does not depend on the batch (see linear.h).
 #include "model/linear.h"
 
@@ -14,9 +14,11 @@
 
 #include <ATen/Parallel.h>
 
+#include "kernels/amx_gemm.h"
 #include "kernels/bf16_gemv.h"
 #include "kernels/compute_pool.h"
 #include "zipmoe/base/error.h"
+#include "zipmoe/format/bf16_split.h"
 
 namespace zipmoe {
 namespace {
@@ -228,6 +230,10 @@ at::Tensor project(const at::Tensor& x, const at::Tensor& weight, const std::opt
   if (!gemvProjects(rows)) {
     // One step of prefill (at::linear on all of x, as alone), or several steps: piece by piece.
     if (x.dim() != 2 || rowSegments(rows).size() == 1) {
+      if (x.dim() == 2 && amxProjects(x, weight.size(0), cols))
+        return projectTiles(x, {.words = reinterpret_cast<const uint16_t*>(weight.data_ptr<at::BFloat16>()),
+                                .rows = weight.size(0), .cols = cols},
+                            bias);
       countWeightRead(weight);
       return bias ? at::linear(x, weight, *bias) : at::linear(x, weight);
     }
@@ -344,6 +350,52 @@ const uint16_t* nibbleWeightWords(const GemvWeight& w, std::vector<uint16_t>& sc
     kernels::nibbleToBf16(level, w.nibble, w.signMantissa, cols, static_cast<size_t>(r0), static_cast<size_t>(r1), out);
   });
   return out;
+}
+
+bool amxProjects(const at::Tensor& x, int64_t outRows, int64_t cols) {
+  if (x.scalar_type() != at::kBFloat16 || x.dim() < 1 || cols <= 0 || x.size(-1) != cols) return false;
+  const int64_t rows = x.numel() / cols;
+  return rows > kMaxGemvRows && rows <= kMaxTileRows && gemvLevel(currentKernel).has_value() &&
+         kernels::amxTakes(static_cast<size_t>(outRows), static_cast<size_t>(cols));
+}
+
+at::Tensor projectTiles(const at::Tensor& x, const GemvWeight& w, const std::optional<at::Tensor>& bias) {
+  if (!amxProjects(x, w.rows, w.cols))
+    throw Error("projectTiles: a " + std::to_string(w.rows) + " × " + std::to_string(w.cols) +
+                " product this thread cannot run on AMX tiles (needs BF16 x of " + std::to_string(kMaxGemvRows + 1) +
+                "-" + std::to_string(kMaxTileRows) + " rows, rows a multiple of 16 and columns of 32, a GEMV kernel)");
+  weightBytesRead += checkedWeightBytes("projectTiles", w);
+  const auto rows = static_cast<size_t>(w.rows), cols = static_cast<size_t>(w.cols);
+  const int64_t batch = x.numel() / w.cols;
+  const at::Tensor xc = x.contiguous();
+  const std::vector<uint16_t> packed =
+      kernels::packX(reinterpret_cast<const uint16_t*>(xc.data_ptr<at::BFloat16>()), static_cast<size_t>(batch), cols);
+  at::Tensor out = at::empty({batch, w.rows}, at::kBFloat16);
+  const at::Tensor b = bias ? bias->to(at::kFloat).contiguous() : at::Tensor();
+  auto* os = reinterpret_cast<uint16_t*>(out.data_ptr<at::BFloat16>());
+  // A compressed weight's words are made 16 rows at a time, in the item's thread, into its scratch.
+  kernels::RowBlockWords rowWords;
+  if (!w.words && !w.nibble.empty()) {
+    const kernels::GemvLevel level = kernels::bestGemvLevel();
+    rowWords = [&w, level, cols](size_t r0, uint16_t* block) {
+      kernels::nibbleToBf16(level, w.nibble, w.signMantissa, cols, r0, r0 + 16, block, r0);
+    };
+  } else if (!w.words) {
+    rowWords = [&w, cols](size_t r0, uint16_t* block) {
+      bf16::merge(w.exponents + r0 * cols, w.signMantissa + r0 * cols, 16 * cols, block);
+    };
+  }
+  // Items of two 16-row blocks (up to 128 KiB of words each): a stream the prefetchers follow, and
+  // enough items that a preempted thread delays the product by little.
+  const size_t blocks = rows / 16, perItem = 2, items = (blocks + perItem - 1) / perItem;
+  kernels::ComputePool::instance().run(static_cast<int64_t>(items), [&](int64_t item) {
+    const size_t b0 = static_cast<size_t>(item) * perItem, b1 = std::min(blocks, b0 + perItem);
+    kernels::amxProductRows(w.words, rowWords, cols, packed.data(), static_cast<size_t>(batch),
+                            b.defined() ? b.data_ptr<float>() : nullptr, b0, b1, os, rows);
+  });
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = w.rows;
+  return out.view(shape);
 }
 
 at::Tensor projectSplit(const at::Tensor& x, const uint8_t* exponents, const uint8_t* signMantissa, int64_t outRows,

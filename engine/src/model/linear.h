@@ -5,8 +5,10 @@
 // tokens) run on the project's own GEMV kernels (kernels/bf16_gemv.h): the weights are streamed once
 // per pass of up to kGemvPassRows rows, split by rows between the compute pool's threads
 // (kernels/compute_pool.h), accumulated in fp32, the bias added in fp32 and the result rounded to
-// BF16 once — as libtorch's BF16 linear rounds its fp32 result. A longer step (prefill) is
-// at::linear on its own rows; fp32 compute and odd layouts are at::linear on all of x.
+// BF16 once — as libtorch's BF16 linear rounds its fp32 result. A longer step (prefill) of up to
+// kMaxTileRows rows runs on AMX tiles where the CPU has them and the shape fits (projectTiles,
+// kernels/amx_gemm.h), else on at::linear, on its own rows; fp32 compute and odd layouts are
+// at::linear on all of x.
 //
 // Batch invariance (BF16 on a GEMV kernel): a row's result does not depend on the other rows of the
 // product. The GEMV reduces each row of x alone, in an order fixed by the weight's shape, whatever
@@ -97,6 +99,24 @@ at::Tensor projectNibble(const at::Tensor& x, std::span<const NibbleShard> shard
 // BF16 words, or the split planes (exponents and sign-mantissa), or nibble codes with the
 // sign-mantissa plane (shards as projectNibble takes them). Every form gives the same products.
 using GemvWeight = backend::Weight;  // backend/compute_backend.h: the same three forms
+
+// The most rows a product runs on AMX tiles (projectTiles); more go to at::linear. Measured here
+// (`zipmoe bench kernels --prefill 16,32,64,128,256,591`, docs/bench/run36/kernels.txt; a 1408 ×
+// 2048 expert weight read from memory): the tiles 0.51, 0.63, 0.91 and 1.38 ms at 16, 32, 64 and
+// 128 rows, oneDNN (libtorch) 1.6, 0.79, 0.87 and 1.13 once it has compiled its kernel for the
+// shape, but 2.0–3.3 ms on its first call with each row count, which a prefill's experts bring by
+// the dozen (every count from 9 up). Up to 128 rows the tiles win a process's first prompts and
+// lose little after; above, a prompt brings few new shapes and oneDNN's faster product wins.
+constexpr int64_t kMaxTileRows = 128;
+// Whether projectTiles takes x against a W of outRows × cols on this thread: BF16 x of more rows than
+// decoding's (kMaxGemvRows) and at most kMaxTileRows, a GEMV kernel in use (not --matmul libtorch),
+// and AMX tiles that take the shape (kernels/amx_gemm.h).
+bool amxProjects(const at::Tensor& x, int64_t outRows, int64_t cols);
+// project(x, W) (+ bias) for a prefill's rows on AMX tiles, W in any of its three forms (a compressed
+// W's words made 16 rows at a time, never the whole tensor): every form gives the same result, and
+// a row's result does not depend on the other rows. project() uses it for BF16 weights. Counts W's
+// bytes as read. REQUIRES: amxProjects(x, w.rows, w.cols) (throws zipmoe::Error otherwise).
+at::Tensor projectTiles(const at::Tensor& x, const GemvWeight& w, const std::optional<at::Tensor>& bias = {});
 
 // W's BF16 words from its nibble codes (w.nibble and w.signMantissa), written to `scratch` (grown to
 // rows × cols) by libtorch's intra-op threads, split by rows: what a product of more rows than the

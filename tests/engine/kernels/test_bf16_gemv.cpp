@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/amx_gemm.h"
 #include "kernels/bf16_gemv.h"
 #include "zipmoe/format/bf16_split.h"
 #include "zipmoe/base/error.h"
@@ -293,6 +294,58 @@ class TestBf16Gemv : public QObject {
     std::vector<uint8_t> sm(3);
     std::vector<uint16_t> out(3);
     QVERIFY_THROWS_EXCEPTION(zipmoe::Error, nibbleToBf16(GemvLevel::Scalar, {}, sm.data(), 3, 0, 1, out.data()));
+  }
+
+  // AMX tiles (prefill): against a double sum over batches that fill 1 to 4 tile blocks and more, the
+  // three forms of W bit-identical, and each row's result the same whatever the batch around it.
+  void amxTilesMatchADoubleSumInEveryForm() {
+    if (!amxSupported()) QSKIP("this CPU or kernel runs no AMX-BF16 tiles");
+    std::mt19937 rng(23);
+    const size_t rows = 48, cols = 96;
+    QVERIFY(amxTakes(rows, cols));
+    QVERIFY(!amxTakes(rows + 8, cols) && !amxTakes(rows, cols + 16));
+    const std::vector<uint16_t> w = randomBf16(rows * cols, rng, 0.05f);
+    std::vector<uint8_t> e(rows * cols), sm(rows * cols);
+    zipmoe::bf16::split(w.data(), rows * cols, e.data(), sm.data());
+    std::vector<std::vector<uint8_t>> coded;
+    std::vector<std::vector<uint32_t>> positions;
+    const auto nibble = nibbleShards(e, rows, cols, 2, coded, positions);
+    const RowBlockWords fromPlanes = [&](size_t r0, uint16_t* out) {
+      zipmoe::bf16::merge(e.data() + r0 * cols, sm.data() + r0 * cols, 16 * cols, out);
+    };
+    const RowBlockWords fromCodes = [&](size_t r0, uint16_t* out) {
+      nibbleToBf16(bestGemvLevel(), nibble, sm.data(), cols, r0, r0 + 16, out, r0);
+    };
+    std::vector<float> bias(rows);
+    for (size_t r = 0; r < rows; ++r) bias[r] = static_cast<float>(r) * 0.01f;
+    const std::vector<uint16_t> x = randomBf16(70 * cols, rng, 1.0f);
+    std::vector<uint16_t> whole(70 * rows);
+    {
+      const std::vector<uint16_t> packed = packX(x.data(), 70, cols);
+      amxProductRows(w.data(), {}, cols, packed.data(), 70, bias.data(), 0, rows / 16, whole.data(), rows);
+    }
+    for (const size_t batch : {9, 16, 17, 33, 64, 70}) {
+      const std::vector<uint16_t> packed = packX(x.data(), batch, cols);
+      std::vector<uint16_t> words(batch * rows, 0xFFFF), planes(batch * rows, 0xFFFF), codes(batch * rows, 0xFFFF);
+      amxProductRows(w.data(), {}, cols, packed.data(), batch, bias.data(), 0, rows / 16, words.data(), rows);
+      amxProductRows(nullptr, fromPlanes, cols, packed.data(), batch, bias.data(), 0, 1, planes.data(), rows);
+      amxProductRows(nullptr, fromPlanes, cols, packed.data(), batch, bias.data(), 1, rows / 16, planes.data(), rows);
+      amxProductRows(nullptr, fromCodes, cols, packed.data(), batch, bias.data(), 0, rows / 16, codes.data(), rows);
+      QVERIFY2(words == planes, qPrintable(QString("batch %1: planes").arg(batch)));
+      QVERIFY2(words == codes, qPrintable(QString("batch %1: nibble codes").arg(batch)));
+      // Batch invariance: the first `batch` rows of the 70-row product, bit for bit.
+      QVERIFY2(std::equal(words.begin(), words.end(), whole.begin()), qPrintable(QString("batch %1").arg(batch)));
+      for (size_t m = 0; m < batch; ++m)
+        for (size_t r = 0; r < rows; ++r) {
+          double sum = bias[r];
+          for (size_t c = 0; c < cols; ++c)
+            sum += static_cast<double>(bf16ToFloat(w[r * cols + c])) * static_cast<double>(bf16ToFloat(x[m * cols + c]));
+          const float got = bf16ToFloat(words[m * rows + r]);
+          // One BF16 rounding of an fp32 sum: within 2⁻⁸ of the value, plus the sum's fp32 error.
+          QVERIFY2(std::abs(got - sum) <= std::abs(sum) / 128 + 1e-3,
+                   qPrintable(QString("batch %1 row %2 out %3: %4 vs %5").arg(batch).arg(m).arg(r).arg(got).arg(sum)));
+        }
+    }
   }
 
   void anUnsupportedLevelIsRefused() {

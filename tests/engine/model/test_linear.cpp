@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include "kernels/amx_gemm.h"
 #include "kernels/bf16_gemv.h"
 #include "kernels/compute_pool.h"
 #include "model/linear.h"
@@ -83,6 +84,40 @@ class TestLinear : public QObject {
     QVERIFY(at::equal(project(x, wt), at::linear(x, wt)));
     const MatmulScope torchOnly(MatmulKernel::Libtorch);
     QVERIFY(at::equal(project(x, w), at::linear(x, w)));
+  }
+
+  // Prefill's rows on AMX tiles: project() takes them there for BF16 weights of a fitting shape, within a
+  // BF16 step of libtorch's product; every form of W gives the same words, and a step's rows give the
+  // same result alone as inside a longer product.
+  void prefillRunsOnTilesInEveryForm() {
+    if (!kernels::amxSupported()) QSKIP("this CPU or kernel runs no AMX-BF16 tiles");
+    at::manual_seed(4);
+    const MatmulScope scope(MatmulKernel::Auto);
+    const at::Tensor w = (at::randn({64, 128}) * 0.05).to(at::kBFloat16), b = at::randn({64}).to(at::kBFloat16);
+    const at::Tensor x = at::randn({41, 128}).to(at::kBFloat16);
+    QVERIFY(amxProjects(x, 64, 128));
+    QVERIFY(!amxProjects(x.narrow(0, 0, kMaxGemvRows), 64, 128));
+    QVERIFY(!amxProjects(x, 60, 128) && !amxProjects(x.to(at::kFloat), 64, 128));
+    const at::Tensor y = project(x, w), yb = project(x, w, b);
+    QVERIFY(relativeError(y, at::linear(x, w)) < 1e-2);
+    QVERIFY(relativeError(yb, at::linear(x, w, b)) < 1e-2);
+    const auto* words = reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>());
+    std::vector<uint8_t> e(64 * 128), sm(64 * 128);
+    bf16::split(words, e.size(), e.data(), sm.data());
+    QVERIFY(at::equal(projectTiles(x, {.words = words, .rows = 64, .cols = 128}), y));
+    QVERIFY(at::equal(projectTiles(x, {.exponents = e.data(), .signMantissa = sm.data(), .rows = 64, .cols = 128}), y));
+    QVERIFY(at::equal(project(x.narrow(0, 0, 20).clone(), w), y.narrow(0, 0, 20)));
+    {
+      const MatmulScope torchOnly(MatmulKernel::Libtorch);
+      QVERIFY(!amxProjects(x, 64, 128));
+      QVERIFY(at::equal(project(x, w), at::linear(x, w)));
+    }
+    try {
+      (void)projectTiles(x, {.words = words, .rows = 64, .cols = 100});
+      QFAIL("a shape the tiles do not take was accepted");
+    } catch (const Error& error) {
+      QVERIFY2(QString(error.what()).contains("64 × 100"), error.what());
+    }
   }
 
   void scopesNest() {
