@@ -13,7 +13,7 @@
 # BEFORE=BINARY runs the cold case with that zipmoe (the build of the commit before the tiles,
 # 40ac7fa: `git stash; ninja -C build app/zipmoe; cp build/app/zipmoe /work/zipmoe-40ac7fa`).
 # Writes run36/cold-prompt-{deepseek,qwen8}.log (WARM=1: warm-prompt-*, BEFORE: before-prompt-*);
-# then docs/bench/run36/summary.py → summary.json.
+# SITTING=2 writes *-prompt-2-W.log. Then docs/bench/run36/summary.py → summary.json.
 cd "$(dirname "$0")/../../.."
 R=docs/bench/run36
 P="$(sed -n 100,130p ../shared/data/corpus/tinyshakespeare.txt | tr '\n' ' ' | head -c 900)"
@@ -32,6 +32,7 @@ run() {  # workload system budget
 name=cold-prompt
 [ "${WARM:-0}" = 1 ] && name=warm-prompt
 [ -n "${BEFORE:-}" ] && name=before-prompt
+[ "${SITTING:-1}" = 2 ] && name=$name-2  # a second sitting: *-prompt-2-W.log
 for w in deepseek qwen8; do
   if [ "${WARM:-0}" = 1 ]; then
     store=out/bench/dsv2lite5-store

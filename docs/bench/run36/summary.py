@@ -13,7 +13,9 @@ import statistics
 here = os.path.dirname(os.path.abspath(__file__))
 out = {}
 for log in sorted(glob.glob(os.path.join(here, "*-prompt-*.log"))):
-    case, workload = re.match(r"(cold|warm|before)-prompt-(\w+)\.log", os.path.basename(log)).groups()
+    case, sitting, workload = re.match(r"(cold|warm|before)-prompt-(2-)?([a-z0-9]+)\.log", os.path.basename(log)).groups()
+    if sitting:
+        case += " (sitting 2)"
     runs = {}
     for line in open(log):
         m = re.match(r"system=(\S+) budget=(\S+) reply=\S+ time to first token ([0-9.]+) ms", line)
