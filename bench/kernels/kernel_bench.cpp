@@ -100,6 +100,26 @@ BandwidthFigure measureReadBandwidth(size_t bytes, int threads, int repeats) {
   return f;
 }
 
+namespace {
+
+// Each BF16 weight's split planes (exponents, sign-mantissa), in the weights' order.
+struct SplitPlanes {
+  std::vector<std::vector<uint8_t>> exponents, signMantissa;
+};
+SplitPlanes splitPlanes(const std::vector<at::Tensor>& weights) {
+  SplitPlanes out{std::vector<std::vector<uint8_t>>(weights.size()), std::vector<std::vector<uint8_t>>(weights.size())};
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const auto n = static_cast<size_t>(weights[i].numel());
+    out.exponents[i].resize(n);
+    out.signMantissa[i].resize(n);
+    bf16::split(reinterpret_cast<const uint16_t*>(weights[i].data_ptr<at::BFloat16>()), n, out.exponents[i].data(),
+                out.signMantissa[i].data());
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, size_t workingSetBytes, int repeats,
                                     int threads, bool hugePages) {
   if (rows < 1 || cols < 1 || batch < 1 || repeats < 1) throw Error("measureGemv: bad arguments");
@@ -116,13 +136,9 @@ std::vector<GemvFigure> measureGemv(int64_t rows, int64_t cols, int64_t batch, s
   const double scale = reference.abs().mean().item<double>() + 1e-12;
 
   // Each copy also as its split planes, for the kernels that compute from them (projectSplit).
-  std::vector<std::vector<uint8_t>> exponents(copies), signMantissa(copies);
-  for (size_t i = 0; i < copies; ++i) {
-    exponents[i].resize(static_cast<size_t>(rows * cols));
-    signMantissa[i].resize(static_cast<size_t>(rows * cols));
-    bf16::split(reinterpret_cast<const uint16_t*>(weights[i].data_ptr<at::BFloat16>()), static_cast<size_t>(rows * cols),
-                exponents[i].data(), signMantissa[i].data());
-  }
+  const SplitPlanes planes = splitPlanes(weights);
+  const auto& exponents = planes.exponents;
+  const auto& signMantissa = planes.signMantissa;
 
   // And with the exponents as `nibble` codes in 4 row shards, as a store keeps them, indexed for
   // projectNibble (positions after each chunk, as the runtime writes them into a chunk's padding).
@@ -211,14 +227,10 @@ std::vector<PrefillFigure> measurePrefill(int64_t rows, int64_t cols, const std:
   const size_t copies = std::max<size_t>(2, (workingSetBytes + matrixBytes - 1) / matrixBytes);
   at::manual_seed(8);
   std::vector<at::Tensor> weights;
-  std::vector<std::vector<uint8_t>> exponents(copies), signMantissa(copies);
-  for (size_t i = 0; i < copies; ++i) {
-    weights.push_back((at::randn({rows, cols}) * 0.05).to(at::kBFloat16));
-    exponents[i].resize(static_cast<size_t>(rows * cols));
-    signMantissa[i].resize(static_cast<size_t>(rows * cols));
-    bf16::split(reinterpret_cast<const uint16_t*>(weights[i].data_ptr<at::BFloat16>()), static_cast<size_t>(rows * cols),
-                exponents[i].data(), signMantissa[i].data());
-  }
+  for (size_t i = 0; i < copies; ++i) weights.push_back((at::randn({rows, cols}) * 0.05).to(at::kBFloat16));
+  const SplitPlanes planes = splitPlanes(weights);
+  const auto& exponents = planes.exponents;
+  const auto& signMantissa = planes.signMantissa;
   const size_t products = std::max(copies, static_cast<size_t>(repeats) * 4);
   // oneDNN's one-time start (ISA detection, its first kernels) on a shape no prefill has, so that a
   // first call below pays only for its own shape.

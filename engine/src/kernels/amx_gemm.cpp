@@ -53,24 +53,18 @@ const TileConfig kTileConfig = tileConfig();
 
 ZIPMOE_AMX void configureTiles() { _tile_loadconfig(&kTileConfig); }
 
-// Accumulates J blocks of Cᵀ (16 rows of W at `a`, row stride lda bytes, against the packed x
-// blocks first, first + 1, …) over every column, and stores them to c[j] (16 × 16 fp32 each).
-// With `next`, each step also asks for 1 KiB of the 16 rows that come next (a contiguous block of
-// the same size), so that it arrives from memory while this block multiplies.
+// Accumulates J blocks of Cᵀ (16 rows of W at `a`, row-major with `cols` words a row, against the
+// packed x blocks first, first + 1, …) over every column, and stores them to c[j] (16 × 16 fp32 each).
 template <int J>
-ZIPMOE_AMX void tileBlocks(const uint16_t* a, size_t lda, const uint16_t* packed, size_t cols, size_t first,
-                           const uint16_t* next, float (*c)[256]) {
-  const size_t steps = cols / 32, blockWords = cols * 16;
+ZIPMOE_AMX void tileBlocks(const uint16_t* a, const uint16_t* packed, size_t cols, size_t first, float (*c)[256]) {
+  const size_t steps = cols / 32, blockWords = cols * 16, rowBytes = cols * 2;
   _tile_zero(0);
   if constexpr (J > 1) _tile_zero(1);
   if constexpr (J > 2) _tile_zero(2);
   if constexpr (J > 3) _tile_zero(3);
   const uint16_t* x0 = packed + first * blockWords;
   for (size_t s = 0; s < steps; ++s) {
-    if (next)
-      for (size_t line = 0; line < 16; ++line)
-        _mm_prefetch(reinterpret_cast<const char*>(next + s * 512 + line * 32), _MM_HINT_T0);
-    _tile_loadd(4, a + s * 32, lda);
+    _tile_loadd(4, a + s * 32, rowBytes);
     const size_t at = s * 512;  // 16 lines of 32 words per 32 columns
     _tile_loadd(5, x0 + at, 64);
     _tile_dpbf16ps(0, 4, 5);
@@ -131,18 +125,16 @@ void amxProductRows(const uint16_t* words, const RowBlockWords& rowWords, size_t
   configureTiles();
   for (size_t nb = blockBegin; nb < blockEnd; ++nb) {
     const size_t r0 = nb * 16;
-    // Words are read in place (the next block's asked for meanwhile); a compressed block's words
-    // are made in the thread's scratch, in L2.
+    // Words are read in place; a compressed block's words are made in the thread's scratch, in L2.
     const uint16_t* a = words ? words + r0 * cols : scratch.data();
     if (!words) rowWords(r0, scratch.data());
-    const uint16_t* next = words && nb + 1 < blockEnd ? a + 16 * cols : nullptr;
     for (size_t g = 0; g < xBlocks; g += 4) {
       const size_t count = std::min<size_t>(4, xBlocks - g);
       switch (count) {
-        case 1: tileBlocks<1>(a, cols * 2, packed, cols, g, g == 0 ? next : nullptr, c); break;
-        case 2: tileBlocks<2>(a, cols * 2, packed, cols, g, g == 0 ? next : nullptr, c); break;
-        case 3: tileBlocks<3>(a, cols * 2, packed, cols, g, g == 0 ? next : nullptr, c); break;
-        default: tileBlocks<4>(a, cols * 2, packed, cols, g, g == 0 ? next : nullptr, c); break;
+        case 1: tileBlocks<1>(a, packed, cols, g, c); break;
+        case 2: tileBlocks<2>(a, packed, cols, g, c); break;
+        case 3: tileBlocks<3>(a, packed, cols, g, c); break;
+        default: tileBlocks<4>(a, packed, cols, g, c); break;
       }
       // c[j][n · 16 + i]: row r0 + n of W against row (g + j) · 16 + i of x.
       for (size_t j = 0; j < count; ++j)

@@ -255,7 +255,7 @@ class MoeBlock : public FeedForward {
     if (gemv) return w.nibble.empty() ? projectSplit(x, w.exponents, w.signMantissa, w.rows, w.cols)
                                       : projectNibble(x, w.nibble, w.signMantissa, w.rows, w.cols);
     // Prefill on AMX tiles: the words are made 16 rows at a time beside the product, no whole tensor.
-    if (dtype_ == at::kBFloat16 && x.dim() == 2 && amxProjects(x, w.rows, w.cols)) return projectTiles(x, w);
+    if (amxProjects(x, w.rows, w.cols)) return projectTiles(x, w);
     // One tensor of scratch per thread, kept: a fresh one would fault its pages in at every expert.
     thread_local std::vector<uint16_t> scratch;
     const uint16_t* words = nullptr;
