@@ -49,7 +49,7 @@ int OffloadingRuntime::slotOf(int layer, int expert) const {
 void OffloadingRuntime::releaseSlot(int index) {
   PrefetchSlot& slot = slots_[static_cast<size_t>(index)];
   uint64_t wasted = 0;
-  for (const sched::PrefetchRead& r : executor_->settlePrefetch(index)) wasted += r.bytes;
+  for (const sched::PrefetchRead& r : executor_->settlePrefetch(index)) wasted += r.bytes();
   slot.state = SlotState::Free;
   std::lock_guard statsLock(statsMutex_);
   stats_.prefetchWastedBytes += wasted;
@@ -72,20 +72,19 @@ void OffloadingRuntime::assignSlots() {
     free->expert = expert;
     free->doneBytes = 0;
     const int index = static_cast<int>(free - slots_.begin());
-    for (int kind = 0; kind < sizes_.kinds(); ++kind)
-      for (const bool sm : {false, true}) {
-        if (sm ? !needSM : !needE) continue;
-        sched::PrefetchRead r;
-        r.slot = index;
-        r.layer = hint_.layer;
-        r.expert = expert;
-        r.kind = kind;
-        r.token = static_cast<int>(token_);
-        r.sm = sm;
-        r.dst = sm ? &free->sm[static_cast<size_t>(kind)] : &free->e[static_cast<size_t>(kind)];
-        r.bytes = sm ? sizes_.smBytes(hint_.layer, expert, kind) : sizes_.eBytes(hint_.layer, expert, kind);
-        reads.push_back(r);
-      }
+    for (int kind = 0; kind < sizes_.kinds(); ++kind) {  // one read per tensor: E and SM are contiguous
+      sched::PrefetchRead r;
+      r.slot = index;
+      r.layer = hint_.layer;
+      r.expert = expert;
+      r.kind = kind;
+      r.token = static_cast<int>(token_);
+      if (needE) r.e = &free->e[static_cast<size_t>(kind)];
+      if (needSM) r.sm = &free->sm[static_cast<size_t>(kind)];
+      r.eBytes = sizes_.eBytes(hint_.layer, expert, kind);
+      r.smBytes = sizes_.smBytes(hint_.layer, expert, kind);
+      reads.push_back(r);
+    }
   }
   if (!reads.empty()) executor_->addPrefetch(std::move(reads));
 }
@@ -110,8 +109,9 @@ std::vector<PrefetchedParts> OffloadingRuntime::takePrefetched(int layer, std::s
     p.sm.assign(static_cast<size_t>(sizes_.kinds()), nullptr);
     slot.doneBytes = 0;
     for (const sched::PrefetchRead& r : executor_->settlePrefetch(static_cast<int>(i))) {
-      (r.sm ? p.sm : p.e)[static_cast<size_t>(r.kind)] = r.dst;
-      slot.doneBytes += r.bytes;
+      if (r.e) p.e[static_cast<size_t>(r.kind)] = r.e;
+      if (r.sm) p.sm[static_cast<size_t>(r.kind)] = r.sm;
+      slot.doneBytes += r.bytes();
     }
     slot.state = SlotState::InUse;
     parts.push_back(std::move(p));

@@ -79,11 +79,34 @@ const ChunkRef& Store::chunk(const ChunkKey& key) const {
   return key.shard == kSmShard ? e.smChunk : e.eChunks[static_cast<size_t>(key.shard)];
 }
 
-size_t Store::readChunk(const ChunkKey& key, std::span<uint8_t> dst, ReadMode mode) const {
-  const ChunkRef& c = chunk(key);
+std::string Store::chunkName(const ChunkKey& key) const {
   const auto& name = manifest_.expert(key.layer, key.expert, key.kind).name;
-  const std::string what = (key.shard == kSmShard ? "SM-chunk of '" : "E-chunk " + std::to_string(key.shard) + " of '") +
-                           name + "' in " + (dir_ / "experts.bin").string();
+  return (key.shard == kSmShard ? "SM-chunk of '" : "E-chunk " + std::to_string(key.shard) + " of '") + name + "' in " +
+         (dir_ / "experts.bin").string();
+}
+
+void Store::verifyChunk(const ChunkKey& key, const uint8_t* data) const {
+  const ChunkRef& c = chunk(key);
+  const uint32_t crc = detail::crc32c(data, static_cast<size_t>(c.size));
+  if (crc != c.crc32c)
+    throw Error(chunkName(key) + ": checksum mismatch at offset " + std::to_string(c.offset) + " (CRC-32C " +
+                std::to_string(crc) + ", manifest " + std::to_string(c.crc32c) + "): the store is corrupted");
+}
+
+void Store::verifyTensorChunks(int layer, int expert, int kind, const uint8_t* eData, const uint8_t* smData) const {
+  const auto& e = manifest_.expert(layer, expert, kind);
+  uint64_t pos = 0;
+  if (eData)
+    for (size_t i = 0; i < e.eChunks.size(); ++i) {
+      verifyChunk({layer, expert, kind, static_cast<int>(i)}, eData + pos);
+      pos += e.eChunks[i].paddedSize;
+    }
+  if (smData) verifyChunk({layer, expert, kind, kSmShard}, smData);
+}
+
+size_t Store::readChunk(const ChunkKey& key, std::span<uint8_t> dst, ReadMode mode, Verify verify) const {
+  const ChunkRef& c = chunk(key);
+  const std::string what = chunkName(key);
   if (dst.size() < c.paddedSize) throw Error(what + ": destination buffer too small");
   int fd = expertsFd_;
   if (mode == ReadMode::Direct) {
@@ -104,15 +127,12 @@ size_t Store::readChunk(const ChunkKey& key, std::span<uint8_t> dst, ReadMode mo
     if (r == 0) throw Error(what + ": file ends before the chunk (truncated store)");
     done += static_cast<size_t>(r);
   }
-  const uint32_t crc = detail::crc32c(dst.data(), static_cast<size_t>(c.size));
-  if (crc != c.crc32c)
-    throw Error(what + ": checksum mismatch at offset " + std::to_string(c.offset) + " (CRC-32C " + std::to_string(crc) +
-                ", manifest " + std::to_string(c.crc32c) + "): the store is corrupted");
+  if (verify == Verify::Now) verifyChunk(key, dst.data());
   return static_cast<size_t>(c.size);
 }
 
 uint64_t Store::readTensorChunks(int layer, int expert, int kind, std::span<uint8_t> eDst, std::span<uint8_t> smDst,
-                                 ReadMode mode) const {
+                                 ReadMode mode, Verify verify) const {
   const auto& e = manifest_.expert(layer, expert, kind);
   const std::string what = "chunks of '" + e.name + "' in " + (dir_ / "experts.bin").string();
   const bool withSm = !smDst.empty();
@@ -160,18 +180,7 @@ uint64_t Store::readTensorChunks(int layer, int expert, int kind, std::span<uint
       if (iov[first].iov_len == 0) ++first;
     }
   }
-  uint64_t pos = 0;
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    const ChunkRef& c = *chunks[i];
-    const bool sm = i == e.eChunks.size();
-    const uint8_t* data = sm ? smDst.data() : eDst.data() + pos;
-    const uint32_t crc = detail::crc32c(data, static_cast<size_t>(c.size));
-    if (crc != c.crc32c)
-      throw Error((sm ? std::string("SM-chunk of '") : "E-chunk " + std::to_string(i) + " of '") + e.name + "' in " +
-                  (dir_ / "experts.bin").string() + ": checksum mismatch at offset " + std::to_string(c.offset) +
-                  " (CRC-32C " + std::to_string(crc) + ", manifest " + std::to_string(c.crc32c) + "): the store is corrupted");
-    pos += c.paddedSize;
-  }
+  if (verify == Verify::Now) verifyTensorChunks(layer, expert, kind, eDst.data(), withSm ? smDst.data() : nullptr);
   return want;
 }
 

@@ -28,9 +28,10 @@ Executor::Executor(const Store* store, int workers, ReadMode mode, TraceBuffer* 
     outputSlots_.push_back(memory_.allocate(static_cast<size_t>(output_.slotBytes), backend::Placement::Host));
   stagingFree_.assign(static_cast<size_t>(staging_.count), 1);
   outputFree_.assign(static_cast<size_t>(output_.count), 1);
-  threads_.emplace_back([this] { loop(Role::Io, 0); });
+  for (int i = 0; i < kIoThreads; ++i) threads_.emplace_back([this, i] { loop(Role::Io, i); });
   for (int i = 0; i < workers_; ++i) threads_.emplace_back([this, i] { loop(Role::Worker, i); });
   if (workers_ > 0) threads_.emplace_back([this] { loop(Role::Recovery, 0); });
+  threads_.emplace_back([this] { verifyLoop(); });
 }
 
 Executor::~Executor() {
@@ -138,6 +139,8 @@ ExecOp* Executor::pick(Role role) {
   for (ExecOp& op : list) {
     if (op.state != 0 || !ready(op)) continue;
     JobTask& t = job_->tasks[static_cast<size_t>(op.task)];
+    if (role == Role::Io && t.ioRunning) continue;
+    if (role == Role::Io) t.ioRunning = true;
     JobExpert& e = job_->experts[static_cast<size_t>(t.expertIndex)];
     if ((op.kind == ExecKind::Recover || op.kind == ExecKind::ReadFull) && !t.keepFull && e.outputSlot < 0) {
       for (size_t i = 0; i < outputFree_.size(); ++i)
@@ -155,7 +158,7 @@ ExecOp* Executor::pick(Role role) {
 }
 
 void Executor::loop(Role role, int index) {
-  const std::string name = role == Role::Io ? "zipmoe-io" : role == Role::Worker ? "zipmoe-dec" + std::to_string(index) : "zipmoe-recover";
+  const std::string name = role == Role::Io ? "zipmoe-io" + std::to_string(index) : role == Role::Worker ? "zipmoe-dec" + std::to_string(index) : "zipmoe-recover";
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
   std::unique_lock lock(mutex_);
   for (;;) {
@@ -185,37 +188,103 @@ void Executor::loop(Role role, int index) {
       failure = err.what();
     }
     lock.lock();
-    --job->running;
-    if (!failure.empty()) {
-      if (job->error.empty()) job->error = failure;
-    } else {
-      op->state = 2;
-      JobTask& t = job->tasks[static_cast<size_t>(op->task)];
-      switch (op->kind) {
-        case ExecKind::ReadE:
-          if (op->shard == kAllShards) std::fill(t.eRead.begin(), t.eRead.end(), uint8_t{1});
-          else t.eRead[static_cast<size_t>(op->shard)] = 1;
-          break;
-        case ExecKind::ReadSM:
-          t.smRead = true;
-          finishIfSplit(t);
-          break;
-        case ExecKind::ReadTensor:
-          std::fill(t.eRead.begin(), t.eRead.end(), uint8_t{1});
-          t.smRead = true;
-          finishIfSplit(t);
-          break;
-        case ExecKind::Decompress:
-          --t.decompressLeft;
-          finishIfSplit(t);
-          break;
-        case ExecKind::ReadFull:
-        case ExecKind::Recover: finishTask(t); break;
-      }
+    if (failure.empty() && role == Role::Io && verifiedLater(*op)) {
+      unverified_.push_back(Unverified{job, op});  // completed by the verify thread
+      work_.notify_all();
+      continue;
     }
-    model_.notify_all();
-    work_.notify_all();
+    complete(*job, *op, failure);
   }
+}
+
+void Executor::verifyLoop() {
+  pthread_setname_np(pthread_self(), "zipmoe-verify");
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    work_.wait(lock, [&] { return stopping_ || !unverified_.empty(); });
+    if (unverified_.empty()) return;  // stopping, nothing left to check
+    const Unverified item = unverified_.front();
+    unverified_.pop_front();
+    lock.unlock();
+    std::string failure;
+    try {
+      verify(*item.job, *item.op);
+    } catch (const std::exception& err) {
+      failure = err.what();
+    }
+    lock.lock();
+    complete(*item.job, *item.op, failure);
+  }
+}
+
+void Executor::verify(const LayerJob& job, const ExecOp& op) const {
+  const JobTask& t = job.tasks[static_cast<size_t>(op.task)];
+  switch (op.kind) {
+    case ExecKind::ReadE:
+      if (op.shard == kAllShards) {
+        store_->verifyTensorChunks(t.key.layer, t.key.expert, t.kind, t.eBuf, nullptr);
+      } else {
+        ChunkKey key = t.key;
+        key.shard = op.shard;
+        store_->verifyChunk(key, t.eBuf + t.eOffsets[static_cast<size_t>(op.shard)]);
+      }
+      break;
+    case ExecKind::ReadSM: {
+      ChunkKey key = t.key;
+      key.shard = kSmShard;
+      store_->verifyChunk(key, t.smBuf);
+      break;
+    }
+    case ExecKind::ReadTensor: store_->verifyTensorChunks(t.key.layer, t.key.expert, t.kind, t.eBuf, t.smBuf); break;
+    default: break;
+  }
+}
+
+Executor::LaneSpan Executor::endRead(LayerJob& job, uint64_t bytes, Clock::time_point a, Clock::time_point b) {
+  std::lock_guard lock(mutex_);
+  job.bytesRead += bytes;
+  return laneSpan(a, b);
+}
+
+Executor::LaneSpan Executor::laneSpan(Clock::time_point a, Clock::time_point b) {
+  const LaneSpan span{std::max(a, ioLaneEnd_), std::max(b, ioLaneEnd_)};
+  ioLaneEnd_ = span.end;
+  return span;
+}
+
+void Executor::complete(LayerJob& job, ExecOp& op, const std::string& failure) {
+  --job.running;
+  if (op.kind != ExecKind::Decompress && op.kind != ExecKind::Recover)
+    job.tasks[static_cast<size_t>(op.task)].ioRunning = false;
+  if (!failure.empty()) {
+    if (job.error.empty()) job.error = failure;
+  } else {
+    op.state = 2;
+    JobTask& t = job.tasks[static_cast<size_t>(op.task)];
+    switch (op.kind) {
+      case ExecKind::ReadE:
+        if (op.shard == kAllShards) std::fill(t.eRead.begin(), t.eRead.end(), uint8_t{1});
+        else t.eRead[static_cast<size_t>(op.shard)] = 1;
+        break;
+      case ExecKind::ReadSM:
+        t.smRead = true;
+        finishIfSplit(t);
+        break;
+      case ExecKind::ReadTensor:
+        std::fill(t.eRead.begin(), t.eRead.end(), uint8_t{1});
+        t.smRead = true;
+        finishIfSplit(t);
+        break;
+      case ExecKind::Decompress:
+        --t.decompressLeft;
+        finishIfSplit(t);
+        break;
+      case ExecKind::ReadFull:
+      case ExecKind::Recover: finishTask(t); break;
+    }
+  }
+  model_.notify_all();
+  work_.notify_all();
 }
 
 }  // namespace zipmoe::sched

@@ -109,32 +109,32 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
       if (t.keepE && t.keepE->size() < t.eBytes) t.eBuf = keptData(*t.keepE, t.eBytes);
       uint64_t bytes = 0;
       if (op.shard == kAllShards) {
-        bytes = store_->readTensorChunks(t.key.layer, t.key.expert, t.kind, {t.eBuf, static_cast<size_t>(t.eBytes)}, {}, mode_);
+        bytes = store_->readTensorChunks(t.key.layer, t.key.expert, t.kind, {t.eBuf, static_cast<size_t>(t.eBytes)}, {}, mode_,
+                                         Store::Verify::Later);
       } else {
         const ChunkRef& c = t.entry->eChunks[static_cast<size_t>(op.shard)];
         ChunkKey key = t.key;
         key.shard = op.shard;
-        store_->readChunk(key, {t.eBuf + t.eOffsets[static_cast<size_t>(op.shard)], static_cast<size_t>(c.paddedSize)}, mode_);
+        store_->readChunk(key, {t.eBuf + t.eOffsets[static_cast<size_t>(op.shard)], static_cast<size_t>(c.paddedSize)}, mode_,
+                          Store::Verify::Later);
         bytes = mode_ == ReadMode::Direct ? c.paddedSize : c.size;
       }
       const auto b = Clock::now();
-      t.readESeconds += seconds(b - a);
-      traceOp(TraceOp::ReadE, 0, *job, t, op.shard, bytes, a, b);
-      std::lock_guard lock(mutex_);
-      job->bytesRead += bytes;
+      const auto [lane, end] = endRead(*job, bytes, a, b);
+      t.readESeconds += seconds(end - lane);
+      traceOp(TraceOp::ReadE, 0, *job, t, op.shard, bytes, lane, end);
       break;
     }
     case ExecKind::ReadSM: {
       if (t.keepSM) t.smBuf = keptData(*t.keepSM, t.entry->smChunk.paddedSize);
       ChunkKey key = t.key;
       key.shard = kSmShard;
-      store_->readChunk(key, {t.smBuf, static_cast<size_t>(t.entry->smChunk.paddedSize)}, mode_);
+      store_->readChunk(key, {t.smBuf, static_cast<size_t>(t.entry->smChunk.paddedSize)}, mode_, Store::Verify::Later);
       const auto b = Clock::now();
       const uint64_t bytes = mode_ == ReadMode::Direct ? t.entry->smChunk.paddedSize : t.entry->smChunk.size;
-      t.readSMSeconds = seconds(b - a);
-      traceOp(TraceOp::ReadSM, 0, *job, t, -1, bytes, a, b);
-      std::lock_guard lock(mutex_);
-      job->bytesRead += bytes;
+      const auto [lane, end] = endRead(*job, bytes, a, b);
+      t.readSMSeconds = seconds(end - lane);
+      traceOp(TraceOp::ReadSM, 0, *job, t, -1, bytes, lane, end);
       break;
     }
     case ExecKind::ReadTensor: {
@@ -143,15 +143,14 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
       if (t.keepE) t.eBuf = keptData(*t.keepE, t.eBytes);
       if (t.keepSM) t.smBuf = keptData(*t.keepSM, smBytes);
       const uint64_t bytes = store_->readTensorChunks(t.key.layer, t.key.expert, t.kind, {t.eBuf, static_cast<size_t>(t.eBytes)},
-                                                      {t.smBuf, static_cast<size_t>(smBytes)}, mode_);
+                                                      {t.smBuf, static_cast<size_t>(smBytes)}, mode_, Store::Verify::Later);
       const auto b = Clock::now();
+      const auto [lane, end] = endRead(*job, bytes, a, b);
       // Attribute the time to E and SM by their share of the bytes (for the lower bound).
       const double share = static_cast<double>(t.eBytes) / static_cast<double>(total);
-      t.readESeconds += seconds(b - a) * share;
-      t.readSMSeconds = seconds(b - a) * (1 - share);
-      traceOp(TraceOp::ReadTensor, 0, *job, t, -1, bytes, a, b);
-      std::lock_guard lock(mutex_);
-      job->bytesRead += bytes;
+      t.readESeconds += seconds(end - lane) * share;
+      t.readSMSeconds = seconds(end - lane) * (1 - share);
+      traceOp(TraceOp::ReadTensor, 0, *job, t, -1, bytes, lane, end);
       break;
     }
     case ExecKind::ReadFull: {
@@ -175,10 +174,9 @@ void Executor::execute(LayerJob& jobRef, int index, ExecOp& op) {
       if (t.dataOffset % 2 != 0) std::memmove(dst, dst + t.dataOffset, static_cast<size_t>(t.tensorBytes));
       t.result = reinterpret_cast<const uint16_t*>(dst + fullReadTensorOffset(t.dataOffset));
       const auto b = Clock::now();
-      t.readSMSeconds = seconds(b - a);
-      traceOp(TraceOp::ReadFull, 0, *job, t, -1, t.fullRange.length, a, b);
-      std::lock_guard lock(mutex_);
-      job->bytesRead += t.fullRange.length;
+      const auto [lane, end] = endRead(*job, t.fullRange.length, a, b);
+      t.readSMSeconds = seconds(end - lane);
+      traceOp(TraceOp::ReadFull, 0, *job, t, -1, t.fullRange.length, lane, end);
       break;
     }
     case ExecKind::Decompress: {

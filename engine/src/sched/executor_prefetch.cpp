@@ -1,5 +1,5 @@
 // Executor (see executor.h): prefetch reads. The runtime queues speculative reads and settles them
-// per slot; the I/O thread runs one only when no operation of the current job is ready.
+// per slot; an I/O thread runs one only when no operation of the current job is ready.
 #include <algorithm>
 #include <mutex>
 #include <vector>
@@ -64,21 +64,29 @@ void Executor::executePrefetch(PrefetchRead read, bool outsideJob) {
   const auto a = Clock::now();
   bool ok = true;
   try {
-    if (read.dst->size() < read.bytes)
-      *read.dst = memory_.allocate(static_cast<size_t>(read.bytes), backend::Placement::Host);
-    if (read.sm)
-      store_->readChunk(ChunkKey{read.layer, read.expert, read.kind, kSmShard}, {read.dst->data(), static_cast<size_t>(read.bytes)}, mode_);
-    else
-      store_->readTensorChunks(read.layer, read.expert, read.kind, {read.dst->data(), static_cast<size_t>(read.bytes)}, {}, mode_);
+    // From the page pool's recycled pages where there are (keptBuffer), as a demand read's: fresh
+    // memory is faulted in by the read, page by page, on this thread beside the model's.
+    uint8_t* e = read.e ? keptData(*read.e, read.eBytes) : nullptr;
+    uint8_t* sm = read.sm ? keptData(*read.sm, read.smBytes) : nullptr;
+    if (e)
+      store_->readTensorChunks(read.layer, read.expert, read.kind, {e, static_cast<size_t>(read.eBytes)},
+                               {sm, sm ? static_cast<size_t>(read.smBytes) : 0}, mode_);
+    else if (sm)
+      store_->readChunk(ChunkKey{read.layer, read.expert, read.kind, kSmShard}, {sm, static_cast<size_t>(read.smBytes)}, mode_);
   } catch (const std::exception&) {
     ok = false;  // the layer reads it itself when it comes
   }
   const auto b = Clock::now();
+  LaneSpan lane;
+  {
+    std::lock_guard lock(mutex_);
+    lane = laneSpan(a, b);
+  }
   if (trace_ && ok) {
     TraceEvent ev;
-    ev.startNs = ns(a);
-    ev.endNs = ns(b);
-    ev.bytes = read.bytes;
+    ev.startNs = ns(lane.start);
+    ev.endNs = ns(lane.end);
+    ev.bytes = read.bytes();
     ev.token = read.token;
     ev.layer = static_cast<int16_t>(read.layer);
     ev.expert = static_cast<int16_t>(read.expert);
@@ -91,9 +99,9 @@ void Executor::executePrefetch(PrefetchRead read, bool outsideJob) {
   for (PrefetchRead& r : prefetch_)
     if (r.id == read.id) r.state = ok ? 2 : 3;
   ++prefetchCounters_.reads;
-  if (ok) prefetchCounters_.bytesRead += read.bytes;
+  if (ok) prefetchCounters_.bytesRead += read.bytes();
   else ++prefetchCounters_.failures;
-  if (outsideJob) prefetchCounters_.secondsOutsideJobs += seconds(b - a);
+  if (outsideJob) prefetchCounters_.secondsOutsideJobs += seconds(lane.end - lane.start);
 }
 
 }  // namespace zipmoe::sched

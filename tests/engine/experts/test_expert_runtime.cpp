@@ -627,6 +627,15 @@ class TestExpertRuntime : public QObject {
     QVERIFY(ops[TraceOp::ReadSM] > 0 && ops[TraceOp::ReadE] > 0 && ops[TraceOp::Decompress] > 0 &&
             ops[TraceOp::Recover] > 0 && ops[TraceOp::ExpertCompute] > 0);
     QVERIFY(ops[TraceOp::Decompress] >= ops[TraceOp::ReadE]);  // cached E-chunks decompress without a read
+    // Two reads are in flight at once, but the I/O lane is one lane: each read is drawn (and priced)
+    // from where the previous one ended, so its events never overlap.
+    std::vector<TraceEvent> reads;
+    for (const auto& e : events)
+      if (e.lane == rt->lanes().io()) reads.push_back(e);
+    std::sort(reads.begin(), reads.end(), [](const TraceEvent& a, const TraceEvent& b) { return a.startNs < b.startNs; });
+    QVERIFY(reads.size() > 2);
+    for (size_t i = 1; i < reads.size(); ++i)
+      QVERIFY2(reads[i].startNs >= reads[i - 1].endNs, qPrintable(QString("I/O events %1 and %2 overlap").arg(i - 1).arg(i)));
     std::ostringstream json;
     writeChromeTrace(json, events, rt->lanes());
     const auto parsed = nlohmann::json::parse(json.str());

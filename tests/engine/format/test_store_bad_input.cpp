@@ -150,6 +150,16 @@ class TestStoreBadInput : public QObject {
     flipByte(tmp / "store" / "experts.bin", e.eChunks[0].offset + 5);  // the E-chunk back as it was
     ZIPMOE_EXPECT_ERROR(store->readTensorChunks(0, 1, 2, {eBuf.data(), eBuf.size()}, {buf.data(), buf.size()}, ReadMode::Direct),
                         "SM-chunk of", e.name.c_str(), "checksum mismatch");
+    // A read that leaves the check to its caller (the executor's verify thread) returns the bytes;
+    // the check then names the chunk, and passes the parts that are intact.
+    store->readTensorChunks(0, 1, 2, {eBuf.data(), eBuf.size()}, {buf.data(), buf.size()}, ReadMode::Direct,
+                            Store::Verify::Later);
+    store->verifyTensorChunks(0, 1, 2, eBuf.data(), nullptr);
+    ZIPMOE_EXPECT_ERROR(store->verifyTensorChunks(0, 1, 2, eBuf.data(), buf.data()), "SM-chunk of", e.name.c_str(),
+                        "experts.bin", "checksum mismatch");
+    store->readChunk({0, 1, 2, kSmShard}, {buf.data(), buf.size()}, ReadMode::Direct, Store::Verify::Later);
+    ZIPMOE_EXPECT_ERROR(store->verifyChunk({0, 1, 2, kSmShard}, buf.data()), "SM-chunk of", "checksum mismatch");
+    store->verifyChunk({0, 1, 2, 0}, eBuf.data());
     const auto& d = store->manifest().dense.front();
     flipByte(tmp / "store" / "dense.bin", d.offset);
     std::vector<uint8_t> dense(d.size);

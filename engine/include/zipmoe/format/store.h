@@ -130,9 +130,20 @@ class Store {
   const Manifest& manifest() const { return manifest_; }
   const ChunkRef& chunk(const ChunkKey& key) const;
 
+  // Whether a read checks its chunks' CRC-32C itself (Now), or leaves that to the caller, who calls
+  // verifyChunk / verifyTensorChunks before anything uses the bytes (Later: the executor's I/O thread
+  // goes on to the next read while another thread checks this one, so the disk does not wait).
+  enum class Verify : uint8_t { Now, Later };
+
   // Reads a chunk's stored bytes into dst and checks its CRC-32C. Returns the stored size.
   // REQUIRES: dst.size() >= chunk(key).paddedSize; for ReadMode::Direct, dst.data() is 4 KiB-aligned.
-  size_t readChunk(const ChunkKey& key, std::span<uint8_t> dst, ReadMode mode) const;
+  size_t readChunk(const ChunkKey& key, std::span<uint8_t> dst, ReadMode mode, Verify verify = Verify::Now) const;
+  // The CRC-32C check of a chunk read into `data`; throws zipmoe::Error naming the chunk, its file
+  // and offset on a mismatch.
+  void verifyChunk(const ChunkKey& key, const uint8_t* data) const;
+  // The same for a tensor's E-chunks at eData (laid out as readTensorChunks reads them) and its
+  // SM-chunk at smData; a null pointer skips that part.
+  void verifyTensorChunks(int layer, int expert, int kind, const uint8_t* eData, const uint8_t* smData) const;
 
   // Reads a tensor's K E-chunks into eDst (chunk s at the sum of the padded sizes before it) and, when
   // smDst is not empty, its SM-chunk into smDst, in one request (preadv): they are contiguous in
@@ -140,7 +151,7 @@ class Store {
   // every chunk's CRC-32C. Returns the bytes transferred. REQUIRES: eDst.size() >= Σ padded E-chunk
   // sizes, smDst.size() >= the padded SM-chunk size (or empty); 4 KiB-aligned buffers for ReadMode::Direct.
   uint64_t readTensorChunks(int layer, int expert, int kind, std::span<uint8_t> eDst, std::span<uint8_t> smDst,
-                            ReadMode mode) const;
+                            ReadMode mode, Verify verify = Verify::Now) const;
 
   // Reads, decompresses and merges a whole expert tensor into BF16 words (numel of them).
   void readExpertTensor(int layer, int expert, int kind, uint16_t* dst, ReadMode mode) const;
@@ -151,6 +162,7 @@ class Store {
   const ExponentCodec& codec() const { return *codec_; }
 
  private:
+  std::string chunkName(const ChunkKey& key) const;  // "E-chunk 2 of 'NAME' in DIR/experts.bin"
   Store() = default;
   std::filesystem::path dir_;
   Manifest manifest_;
