@@ -13,9 +13,10 @@
 # BEFORE=BINARY runs the cold case with that zipmoe (the build of the commit before the tiles,
 # 40ac7fa: `git stash; ninja -C build app/zipmoe; cp build/app/zipmoe /work/zipmoe-40ac7fa`).
 # Writes run36/cold-prompt-{deepseek,qwen8}.log (WARM=1: warm-prompt-*, BEFORE: before-prompt-*);
-# SITTING=2 writes *-prompt-2-W.log. Then docs/bench/run36/summary.py → summary.json.
+# SITTING=2 writes *-prompt-2-W.log. Then docs/bench/run36/summary.py → summary.json. RUN_DIR=DIR
+# writes into DIR instead (a later run's cold-prompt.sh, which may set BEFORE).
 cd "$(dirname "$0")/../../.."
-R=docs/bench/run36
+R=${RUN_DIR:-docs/bench/run36}
 P="$(sed -n 100,130p ../shared/data/corpus/tinyshakespeare.txt | tr '\n' ' ' | head -c 900)"
 run() {  # workload system budget
   local store=out/bench/dsv2lite5-store hf=out/bench/dsv2lite5-hf extra="" budget=""
@@ -26,8 +27,8 @@ run() {  # workload system budget
   [ "$3" = resident ] && budget="--no-history"
   local reply
   reply=$(${BEFORE:-build/app/zipmoe} generate $store --raw --max-tokens 2 --prompt "$P" $budget $extra \
-          2>/tmp/run36.err | md5sum | cut -c1-12)
-  echo "system=$2 budget=$3 reply=$reply $(grep -o 'time to first token [0-9.]* ms' /tmp/run36.err)"
+          2>/tmp/cold-prompt.err | md5sum | cut -c1-12)
+  echo "system=$2 budget=$3 reply=$reply $(grep -o 'time to first token [0-9.]* ms' /tmp/cold-prompt.err)"
 }
 name=cold-prompt
 [ "${WARM:-0}" = 1 ] && name=warm-prompt

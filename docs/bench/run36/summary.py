@@ -9,8 +9,10 @@ import json
 import os
 import re
 import statistics
+import sys
 
-here = os.path.dirname(os.path.abspath(__file__))
+# The run's directory: this script's, or the one given (a later run's copy of the same command).
+here = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
 out = {}
 for log in sorted(glob.glob(os.path.join(here, "*-prompt-*.log"))):
     case, sitting, workload = re.match(r"(cold|warm|before)-prompt-(2-)?([a-z0-9]+)\.log", os.path.basename(log)).groups()

@@ -3,9 +3,9 @@
 # 8 other trace prompts, warm start, the trace continuation fitted for each trace, the measured
 # prompt drawn by seed 1), ZipMoE against full-tensor LRU, both orders, both workload shapes; one
 # sitting, nothing else running (SITTING=2: a second sitting, into sweep2-*). Stores as in
-# cold-prompt.sh. Figures: docs/bench/run36/sweep_summary.py.
+# cold-prompt.sh. Figures: docs/bench/run36/sweep_summary.py. RUN_DIR=DIR writes into DIR instead.
 cd "$(dirname "$0")/../../.."
-R=docs/bench/run36
+R=${RUN_DIR:-docs/bench/run36}
 N=sweep
 [ "${SITTING:-1}" = 2 ] && N=sweep2
 Q="build/app/zipmoe bench suite budget --hf out/bench/qwen8-hf --store out/bench/qwen8-nibble-store --label nibble --trace-file ../shared/data/traces/qwen1.5-moe.tsv --no-plot --budgets 10,25,50,75"

@@ -7,8 +7,10 @@ sweep_summary.json.
 import json
 import os
 import statistics
+import sys
 
-here = os.path.dirname(os.path.abspath(__file__))
+# The run's directory: this script's, or the one given (a later run's copy of the same command).
+here = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
 out = {}
 ORDERS = ("first", "reversed", "2-first", "2-reversed")  # sitting 1, then sitting 2 (sweep2-*)
 for workload in ("qwen8", "deepseek"):
