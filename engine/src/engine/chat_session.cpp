@@ -83,6 +83,9 @@ GenerationStats ChatSession::reply(const SamplingParams& params, const TextCallb
         case RequestTicket::Event::Kind::Failed:
           failure = std::move(e.error);
           break;
+        case RequestTicket::Event::Kind::ToolCallBegin:
+        case RequestTicket::Event::Kind::ToolCallDelta:
+          break;  // a chat session offers no tools; the Finished event lists any calls whole
       }
     }
     if (stop != nullptr && stop->load()) ticket->stop();

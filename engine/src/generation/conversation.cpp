@@ -14,18 +14,20 @@ const char* stopReasonName(StopReason reason) {
     case StopReason::MaxTokens: return "max_tokens";
     case StopReason::ContextWindow: return "context_window";
     case StopReason::Stopped: return "stopped";
+    case StopReason::ToolCalls: return "tool_calls";
   }
   return "";
 }
 
 StopReason parseStopReason(std::string_view name) {
   for (StopReason r : {StopReason::Eos, StopReason::StopString, StopReason::MaxTokens, StopReason::ContextWindow,
-                       StopReason::Stopped})
+                       StopReason::Stopped, StopReason::ToolCalls})
     if (name == stopReasonName(r)) return r;
   return StopReason::None;
 }
 
 const char* openAiFinishReason(StopReason reason) {
+  if (reason == StopReason::ToolCalls) return "tool_calls";
   return reason == StopReason::MaxTokens || reason == StopReason::ContextWindow ? "length" : "stop";
 }
 

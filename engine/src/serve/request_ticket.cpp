@@ -57,6 +57,23 @@ void RequestTicket::pushText(std::string text) {
   push(std::move(e), false);
 }
 
+void RequestTicket::pushToolCallBegin(int index, std::string id, std::string name) {
+  Event e;
+  e.kind = Event::Kind::ToolCallBegin;
+  e.toolIndex = index;
+  e.call.id = std::move(id);
+  e.call.name = std::move(name);
+  push(std::move(e), false);
+}
+
+void RequestTicket::pushToolCallDelta(int index, std::string arguments) {
+  Event e;
+  e.kind = Event::Kind::ToolCallDelta;
+  e.toolIndex = index;
+  e.text = std::move(arguments);
+  push(std::move(e), false);
+}
+
 void RequestTicket::finish(GenerationStats info) {
   Event e;
   e.kind = Event::Kind::Finished;

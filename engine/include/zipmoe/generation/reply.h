@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "zipmoe/generation/output_spec.h"
+
 namespace zipmoe {
 
 // Why a reply ended. The names are stable: the app keeps them in its database.
@@ -21,12 +23,14 @@ enum class StopReason {
   MaxTokens,      // the request's token limit
   ContextWindow,  // the sequence filled the model's context window
   Stopped,        // the caller stopped it (a stop flag, a callback that refused, a client gone)
+  ToolCalls,      // the reply ended with one or more tool calls (GenerationStats::toolCalls)
 };
-// "", "eos", "stop_string", "max_tokens", "context_window", "stopped".
+// "", "eos", "stop_string", "max_tokens", "context_window", "stopped", "tool_calls".
 const char* stopReasonName(StopReason reason);
 // The inverse; StopReason::None for an unknown name (a database written by a newer version).
 StopReason parseStopReason(std::string_view name);
-// OpenAI's finish_reason: "stop" (EOS, a stop string, stopped), "length" (max tokens, the context).
+// OpenAI's finish_reason: "stop" (EOS, a stop string, stopped), "length" (max tokens, the context),
+// "tool_calls".
 const char* openAiFinishReason(StopReason reason);
 
 // What to do when a conversation does not fit the context window with room for the reply.
@@ -52,6 +56,7 @@ struct GenerationStats {
   StopReason stopReason = StopReason::None;
   std::vector<int32_t> tokens;      // the generated ids, including the EOS or the stop string's tokens
   std::string text;                 // everything passed to the callback, concatenated
+  std::vector<ToolCall> toolCalls;  // the calls the reply made (then stopReason == ToolCalls)
 };
 
 // Called with each new piece of text (never empty, always complete UTF-8); return false to stop.

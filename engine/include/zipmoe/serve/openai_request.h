@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "zipmoe/text/chat_template.h"
+#include "zipmoe/generation/output_spec.h"
 #include "zipmoe/generation/reply.h"
 #include "zipmoe/generation/sampler.h"
 
@@ -75,6 +76,8 @@ struct GenerationRequest {
   // Generate exactly maxTokens (or up to the context window): neither the model's EOS token nor a
   // stop string ends the reply (llama.cpp's ignore_eos). The EOS token is then an ordinary token.
   bool ignoreEos = false;
+  // Tools and structured output (chat only): enforced by the core's constrained decoding.
+  OutputSpec output;
 };
 
 struct RequestLimits {

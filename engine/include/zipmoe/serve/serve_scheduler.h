@@ -61,9 +61,14 @@ SchedulePolicy parseSchedulePolicy(const std::string& text);  // throws Error na
 class RequestTicket {
  public:
   struct Event {
-    enum class Kind { Text, Finished, Failed };
+    // A reply with tool calls streams ToolCallBegin (toolIndex, call.id, call.name) and then
+    // ToolCallDelta (toolIndex, text: the next piece of the arguments' JSON) per call, after any
+    // Text; its Finished event lists the calls whole (GenerationStats::toolCalls).
+    enum class Kind { Text, Finished, Failed, ToolCallBegin, ToolCallDelta };
     Kind kind = Kind::Text;
-    std::string text;                 // Text
+    std::string text;                 // Text; ToolCallDelta: a piece of the arguments
+    int toolIndex = -1;               // ToolCallBegin / ToolCallDelta: 0, 1, … in the reply
+    ToolCall call;                    // ToolCallBegin: id and name (argumentsJson empty)
     GenerationStats finish;           // Finished (its text: every Text event's, concatenated)
     std::optional<ApiError> error;    // Failed
   };
@@ -91,6 +96,8 @@ class RequestTicket {
 
   // The engine thread's side.
   void pushText(std::string text);
+  void pushToolCallBegin(int index, std::string id, std::string name);
+  void pushToolCallDelta(int index, std::string arguments);
   void finish(GenerationStats info);
   void fail(ApiError error);
   bool closed() const;

@@ -14,15 +14,25 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "zipmoe/generation/output_spec.h"
+
 namespace zipmoe {
 
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant"
+  ChatMessage() = default;
+  ChatMessage(std::string r, std::string c) : role(std::move(r)), content(std::move(c)) {}
+  std::string role;  // "system", "user", "assistant", "tool"
   std::string content;
+  // assistant: the calls it made (rendered by templates that know tools, else in the generic format);
+  // tool: the id of the call this message answers, and the tool's name.
+  std::vector<ToolCall> toolCalls;
+  std::string toolCallId;
+  std::string name;
 };
 
 class ChatTemplate {
