@@ -13,24 +13,38 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "generation/stop_string_filter.h"
+#include "generation/token_constraint.h"
+#include "generation/tool_call_stream.h"
 #include "zipmoe/generation/reply.h"
 #include "zipmoe/generation/sampler.h"
 #include "zipmoe/text/tokenizer.h"
 
 namespace zipmoe {
 
+// What a reply is held to (generation/token_constraint.h); empty: free text.
+struct ReplyConstraint {
+  std::shared_ptr<const constrain::ConstraintSpec> spec;
+  std::shared_ptr<const constrain::TokenIndex> index;
+};
+
 class ReplyStream {
  public:
   // `history`: the ids the sequence holds before the reply (the prompt); `eos`: the model's EOS ids;
   // `context`: its context window in tokens (0 = unbounded). REQUIRES: `tokenizer` and `eos` outlive
   // the stream. Throws zipmoe::Error for invalid params (validate()).
+  // With a constraint, each token is sampled from the constraint's mask (a token that would leave
+  // the reply uncompletable is refused and the next one sampled), and a tool-call constraint's
+  // calls are split off the text (Token::calls, toolCalls()); a reply that made calls ends with
+  // StopReason::ToolCalls.
   ReplyStream(const Tokenizer& tokenizer, const SamplingParams& params, std::vector<int32_t> history,
-              std::span<const int32_t> eos, int context);
+              std::span<const int32_t> eos, int context, ReplyConstraint constraint = {});
   ReplyStream(const ReplyStream&) = delete;
   ReplyStream& operator=(const ReplyStream&) = delete;
 
@@ -38,6 +52,7 @@ class ReplyStream {
     int32_t id = -1;
     std::string text;                       // safe to show now (may be empty)
     StopReason end = StopReason::None;      // set when the reply ends with this token
+    std::vector<ToolCallEvent> calls;       // tool calls this token began or continued
   };
   // Samples the next token from `logits` and streams it. `stopRequested`: the caller wants the reply
   // to end here (checked last, like a limit). REQUIRES: the reply has not ended.
@@ -52,12 +67,16 @@ class ReplyStream {
   bool ended() const { return end_ != StopReason::None; }
   StopReason stopReason() const { return end_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
+  // The complete tool calls the reply made (none without a tool-call constraint).
+  std::vector<ToolCall> toolCalls() const { return calls_ ? calls_->calls() : std::vector<ToolCall>{}; }
   // The sequence before the reply, then every generated token that the reply goes on from (all but
   // the final one once it has ended): what the repetition penalty and the context check look at.
   const std::vector<int32_t>& history() const { return history_; }
 
  private:
-  std::string flush();
+  std::string flush(std::vector<ToolCallEvent>* events);
+  int32_t sampleConstrained(std::span<const float> logits);
+  std::string splitCalls(std::string text, std::vector<ToolCallEvent>& events);
   SamplingParams params_;  // owns the stop strings `stops_` reads
   Sampler sampler_;
   StreamingDecoder decoder_;
@@ -66,6 +85,10 @@ class ReplyStream {
   std::span<const int32_t> eos_;
   size_t context_;
   StopReason end_ = StopReason::None;
+  std::optional<constrain::OutputConstraint> constraint_;
+  std::optional<ToolCallStream> calls_;
+  std::vector<float> masked_;
+  bool outOfRoom_ = false;  // the constraint could not be met within the token limit
 };
 
 }  // namespace zipmoe

@@ -210,6 +210,33 @@ class HfTokenizer final : public Tokenizer {
     return out;
   }
 
+  std::optional<std::string> tokenBytes(int32_t id) const override {
+    if (id < 0 || id >= vocabSize_) return std::nullopt;
+    const auto it = byId_.find(id);
+    if (it != byId_.end() && it->second->special) return std::nullopt;
+    std::string content = it != byId_.end() ? it->second->content : model_->idToToken(id).value_or(std::string());
+    if (content.empty()) return std::nullopt;
+    if (decoder_ && decoder_->byteLevel()) {
+      std::string bytes;
+      for (uint32_t cp : unicode::decodeUtf8(content)) {
+        const int b = charToByte(cp);
+        if (b < 0) return content;  // not byte-mapped (an added token's raw text): decoded as it is
+        bytes += static_cast<char>(b);
+      }
+      return bytes;
+    }
+    if (content.size() == 6 && content.rfind("<0x", 0) == 0 && content[5] == '>') {  // byte fallback
+      const std::string hex = content.substr(3, 2);
+      if (hex.find_first_not_of("0123456789ABCDEFabcdef") == std::string::npos)
+        return std::string(1, static_cast<char>(std::stoi(hex, nullptr, 16)));
+    }
+    std::string text = decode({id}, false);
+    if (text.find("\xEF\xBF\xBD") != std::string::npos) return std::nullopt;
+    static const std::string kMetaspace = "\xE2\x96\x81";
+    if (content.rfind(kMetaspace, 0) == 0 && (text.empty() || text[0] != ' ')) text.insert(0, 1, ' ');
+    return text;
+  }
+
   std::optional<int32_t> tokenToId(std::string_view token) const override {
     const auto it = byContent_.find(std::string(token));
     if (it != byContent_.end()) return it->second->id;

@@ -42,6 +42,7 @@ namespace {
 
 class ByteLevelDecoder final : public Decoder {
  public:
+  bool byteLevel() const override { return true; }
   void decodeChain(std::vector<std::string>& tokens) const override {
     std::string bytes;
     for (const auto& t : tokens) {

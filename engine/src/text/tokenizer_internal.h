@@ -64,6 +64,8 @@ class Decoder {
  public:
   virtual ~Decoder() = default;
   virtual void decodeChain(std::vector<std::string>& tokens) const = 0;
+  // Byte-level decoders map each token's characters to bytes: then a token's own bytes are exact.
+  virtual bool byteLevel() const { return false; }
 };
 
 // Adds special tokens around an encoded single sequence.

@@ -35,6 +35,11 @@ class Tokenizer {
   virtual std::string decode(const std::vector<int32_t>& ids, bool skipSpecialTokens = false) const = 0;
   virtual std::optional<int32_t> tokenToId(std::string_view token) const = 0;
   virtual std::string idToToken(int32_t id) const = 0;
+  // The bytes a token adds to decoded text in the middle of a sequence (constrained decoding builds
+  // its token masks from them), or nothing for a special token or an id outside the vocabulary.
+  // Exact for byte-level BPE; for other decoders the token decoded alone, with a Metaspace token's
+  // leading space kept.
+  virtual std::optional<std::string> tokenBytes(int32_t id) const = 0;
   virtual bool isSpecial(int32_t id) const = 0;
   // One past the largest id (model vocabulary plus added tokens).
   virtual int32_t vocabSize() const = 0;
