@@ -2,6 +2,8 @@
 // reply's enums (zipmoe/generation/reply.h).
 #include "zipmoe/generation/conversation.h"
 
+#include "generation/tool_prompt.h"
+
 #include <algorithm>
 
 namespace zipmoe {
@@ -57,12 +59,14 @@ namespace {
 
 // The ids of the system message (if first) and the messages from `first` on.
 std::vector<int32_t> render(const Tokenizer& tokenizer, const ChatTemplate* chatTemplate,
-                            const std::vector<ChatMessage>& messages, size_t system, size_t first) {
+                            const std::vector<ChatMessage>& messages, size_t system, size_t first,
+                            const std::vector<ToolSpec>& tools) {
   std::vector<ChatMessage> shown;
   shown.reserve(messages.size() - first + system);
   if (system) shown.push_back(messages.front());
   shown.insert(shown.end(), messages.begin() + static_cast<std::ptrdiff_t>(first), messages.end());
-  if (chatTemplate) return tokenizer.encode(chatTemplate->render(shown, true), false);  // the template writes bos
+  if (chatTemplate) return tokenizer.encode(renderWithTools(*chatTemplate, shown, tools), false);  // the template writes bos
+  if (usesTools(shown, tools)) shown = genericToolMessages(shown, tools);
   std::string text;
   for (size_t i = 0; i < shown.size(); ++i) {
     if (i) text += '\n';
@@ -74,7 +78,8 @@ std::vector<int32_t> render(const Tokenizer& tokenizer, const ChatTemplate* chat
 }  // namespace
 
 RenderedConversation renderConversation(const Tokenizer& tokenizer, const ChatTemplate* chatTemplate,
-                                        const std::vector<ChatMessage>& messages, const ContextFit& fit) {
+                                        const std::vector<ChatMessage>& messages, const ContextFit& fit,
+                                        const std::vector<ToolSpec>& tools) {
   if (messages.empty()) throw Error("the conversation has no messages");
   const size_t system = messages.front().role == "system" ? 1 : 0;
   // Where the last turn starts: its user message (a conversation that ends otherwise keeps its last message).
@@ -87,14 +92,14 @@ RenderedConversation renderConversation(const Tokenizer& tokenizer, const ChatTe
   lastTurn = std::max(lastTurn, system);
   RenderedConversation out;
   size_t first = system;
-  out.ids = render(tokenizer, chatTemplate, messages, system, first);
+  out.ids = render(tokenizer, chatTemplate, messages, system, first, tools);
   const auto size = [&] { return static_cast<int>(out.ids.size()); };
   if (fit.overflow == ContextOverflow::DropOldest) {
     const int reserve = std::min(fit.replyReserve, fit.context > 0 ? fit.context - 1 : fit.replyReserve);
     while (fit.context > 0 && size() + reserve > fit.context && first < lastTurn) {
       do ++first;  // the whole turn: up to the next user message
       while (first < lastTurn && messages[first].role != "user");
-      out.ids = render(tokenizer, chatTemplate, messages, system, first);
+      out.ids = render(tokenizer, chatTemplate, messages, system, first, tools);
     }
   }
   out.droppedMessages = static_cast<int>(first - system);

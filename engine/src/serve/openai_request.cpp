@@ -1,10 +1,14 @@
 // parseGenerationRequest and ApiError (see zipmoe/serve/openai_request.h).
 #include "zipmoe/serve/openai_request.h"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 
 #include <nlohmann/json.hpp>
+
+#include "generation/token_constraint.h"
+#include "zipmoe/base/error.h"
 
 namespace zipmoe {
 
@@ -110,6 +114,35 @@ std::string messageContent(const json& content, const std::string& field) {
   return text;
 }
 
+// An assistant message's earlier calls: [{"id", "type": "function", "function": {"name", "arguments"}}].
+std::vector<ToolCall> parseToolCalls(const json& calls, const std::string& field) {
+  if (!calls.is_array()) throw wrongType(field, "an array", calls);
+  std::vector<ToolCall> out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const std::string where = field + "[" + std::to_string(i) + "]";
+    const json& c = calls[i];
+    if (!c.is_object()) throw wrongType(where, "an object", c);
+    if (!present(c, "function")) throw invalidField(where + ".function", "'" + where + ".function' is a required property.");
+    const json& f = c.at("function");
+    if (!f.is_object()) throw wrongType(where + ".function", "an object", f);
+    ToolCall call;
+    call.id = present(c, "id") ? stringField(c, "id") : std::string();
+    if (!present(f, "name")) throw invalidField(where + ".function.name", "'" + where + ".function.name' is a required property.");
+    call.name = stringField(f, "name");
+    call.argumentsJson = present(f, "arguments") ? stringField(f, "arguments") : "{}";
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+// The name of the tool whose call `id` an earlier assistant message made (empty when none did).
+std::string toolNameOf(const std::vector<ChatMessage>& earlier, const std::string& id) {
+  for (auto m = earlier.rbegin(); m != earlier.rend(); ++m)
+    for (const ToolCall& c : m->toolCalls)
+      if (c.id == id) return c.name;
+  return {};
+}
+
 void parseMessages(const json& body, const RequestLimits& limits, GenerationRequest& r) {
   if (!body.contains("messages")) throw invalidField("messages", "'messages' is a required property.");
   const json& messages = body.at("messages");
@@ -125,13 +158,22 @@ void parseMessages(const json& body, const RequestLimits& limits, GenerationRequ
     if (!m.contains("role")) throw invalidField(where + ".role", "'" + where + ".role' is a required property.");
     std::string role = stringField(m, "role");
     if (role == "developer") role = "system";
-    if (role != "system" && role != "user" && role != "assistant")
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
       throw invalidField(where + ".role", "Role '" + role + "' is not supported by this server (system, developer, " +
-                                              "user and assistant are; tools are not).");
-    if (m.contains("tool_calls") && !m.at("tool_calls").is_null())
-      throw invalidField(where + ".tool_calls", "Tool calls are not supported by this server.");
-    if (!m.contains("content")) throw invalidField(where + ".content", "'" + where + ".content' is a required property.");
-    r.messages.push_back({role, messageContent(m.at("content"), where + ".content")});
+                                              "user, assistant and tool are).");
+    const bool calls = role == "assistant" && present(m, "tool_calls");
+    if (!calls && !m.contains("content"))
+      throw invalidField(where + ".content", "'" + where + ".content' is a required property.");
+    ChatMessage message(role, m.contains("content") ? messageContent(m.at("content"), where + ".content") : std::string());
+    if (calls) message.toolCalls = parseToolCalls(m.at("tool_calls"), where + ".tool_calls");
+    if (role != "assistant" && present(m, "tool_calls"))
+      throw invalidField(where + ".tool_calls", "Only assistant messages carry 'tool_calls'.");
+    if (role == "tool") {
+      if (!m.contains("tool_call_id")) throw invalidField(where + ".tool_call_id", "'" + where + ".tool_call_id' is a required property.");
+      message.toolCallId = stringField(m, "tool_call_id");
+      message.name = toolNameOf(r.messages, message.toolCallId);
+    }
+    r.messages.push_back(std::move(message));
   }
   if (r.messages.back().role == "assistant")
     throw invalidField("messages", "The last message must be the user's (or the system's): continuing an assistant "
@@ -179,18 +221,142 @@ void parseStop(const json& body, const RequestLimits& limits, GenerationRequest&
   r.sampling.stopStrings = std::move(stops);
 }
 
+bool validToolName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  return true;
+}
+
+// A JSON schema given as an object (or true), kept as its text.
+std::string schemaText(const json& schema, const std::string& field) {
+  if (!schema.is_object() && !schema.is_boolean()) throw wrongType(field, "an object (a JSON schema)", schema);
+  return schema.dump();
+}
+
+std::vector<ToolSpec> parseTools(const json& tools) {
+  if (!tools.is_array()) throw wrongType("tools", "an array", tools);
+  if (tools.size() > 128) throw invalidField("tools", "'tools' holds " + std::to_string(tools.size()) + " tools; at most 128 are accepted.");
+  std::vector<ToolSpec> out;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string where = "tools[" + std::to_string(i) + "]";
+    const json& t = tools[i];
+    if (!t.is_object()) throw wrongType(where, "an object", t);
+    if (!present(t, "type") || !t.at("type").is_string() || t.at("type") != "function")
+      throw invalidField(where + ".type", "'" + where + ".type' must be \"function\".");
+    if (!present(t, "function")) throw invalidField(where + ".function", "'" + where + ".function' is a required property.");
+    const json& f = t.at("function");
+    if (!f.is_object()) throw wrongType(where + ".function", "an object", f);
+    ToolSpec spec;
+    if (!present(f, "name")) throw invalidField(where + ".function.name", "'" + where + ".function.name' is a required property.");
+    spec.name = stringField(f, "name");
+    if (!validToolName(spec.name))
+      throw invalidField(where + ".function.name", "'" + spec.name + "' is not a valid function name: 1 to 64 of a-z, A-Z, 0-9, _ and -.");
+    for (const ToolSpec& other : out)
+      if (other.name == spec.name) throw invalidField(where + ".function.name", "Two tools are named '" + spec.name + "'.");
+    if (present(f, "description")) spec.description = stringField(f, "description");
+    if (present(f, "parameters")) spec.parametersJson = schemaText(f.at("parameters"), where + ".function.parameters");
+    if (present(f, "strict")) {
+      if (!f.at("strict").is_boolean()) throw wrongType(where + ".function.strict", "a boolean", f.at("strict"));
+      spec.strict = f.at("strict").get<bool>();
+    }
+    out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+ToolChoice parseToolChoice(const json& c, const std::vector<ToolSpec>& tools) {
+  ToolChoice choice;
+  if (c.is_string()) {
+    const std::string mode = c.get<std::string>();
+    if (mode == "none") choice.mode = ToolChoiceMode::None;
+    else if (mode == "auto") choice.mode = ToolChoiceMode::Auto;
+    else if (mode == "required") choice.mode = ToolChoiceMode::Required;
+    else throw invalidField("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or a function, not '" + mode + "'.");
+  } else if (c.is_object()) {
+    if (!present(c, "function") || !c.at("function").is_object() || !present(c.at("function"), "name"))
+      throw invalidField("tool_choice.function.name", "'tool_choice.function.name' is a required property.");
+    choice.mode = ToolChoiceMode::Named;
+    choice.name = stringField(c.at("function"), "name");
+  } else {
+    throw wrongType("tool_choice", "a string or an object", c);
+  }
+  if (choice.mode != ToolChoiceMode::None && tools.empty())
+    throw invalidField("tool_choice", "'tool_choice' needs 'tools'.");
+  if (choice.mode == ToolChoiceMode::Named) {
+    bool found = false;
+    for (const ToolSpec& t : tools) found = found || t.name == choice.name;
+    if (!found) throw invalidField("tool_choice.function.name", "No tool is named '" + choice.name + "'.");
+  }
+  return choice;
+}
+
+ResponseFormat parseResponseFormat(const json& f) {
+  if (!f.is_object()) throw wrongType("response_format", "an object", f);
+  if (!present(f, "type") || !f.at("type").is_string())
+    throw invalidField("response_format.type", "'response_format.type' is a required property.");
+  const std::string type = f.at("type").get<std::string>();
+  ResponseFormat out;
+  if (type == "text") return out;
+  if (type == "json_object") {
+    out.kind = ResponseFormatKind::JsonObject;
+    return out;
+  }
+  if (type != "json_schema")
+    throw invalidField("response_format.type", "'response_format.type' must be text, json_object or json_schema, not '" + type + "'.");
+  if (!present(f, "json_schema")) throw invalidField("response_format.json_schema", "'response_format.json_schema' is a required property.");
+  const json& js = f.at("json_schema");
+  if (!js.is_object()) throw wrongType("response_format.json_schema", "an object", js);
+  out.kind = ResponseFormatKind::JsonSchema;
+  if (!present(js, "name")) throw invalidField("response_format.json_schema.name", "'response_format.json_schema.name' is a required property.");
+  out.name = stringField(js, "name");
+  if (!validToolName(out.name))
+    throw invalidField("response_format.json_schema.name", "'" + out.name + "' is not a valid name: 1 to 64 of a-z, A-Z, 0-9, _ and -.");
+  out.schemaJson = present(js, "schema") ? schemaText(js.at("schema"), "response_format.json_schema.schema") : "{}";
+  if (present(js, "strict")) {
+    if (!js.at("strict").is_boolean()) throw wrongType("response_format.json_schema.strict", "a boolean", js.at("strict"));
+    out.strict = js.at("strict").get<bool>();
+  }
+  return out;
+}
+
+// tools, tool_choice, parallel_tool_calls and response_format; the schemas are compiled here once so
+// that one the core cannot enforce is refused now, naming its path.
+OutputSpec parseOutputSpec(const json& body) {
+  OutputSpec out;
+  if (present(body, "tools")) out.tools = parseTools(body.at("tools"));
+  if (present(body, "tool_choice")) out.toolChoice = parseToolChoice(body.at("tool_choice"), out.tools);
+  if (present(body, "parallel_tool_calls")) {
+    if (!body.at("parallel_tool_calls").is_boolean())
+      throw wrongType("parallel_tool_calls", "a boolean", body.at("parallel_tool_calls"));
+    out.parallelToolCalls = body.at("parallel_tool_calls").get<bool>();
+  }
+  if (present(body, "response_format")) out.responseFormat = parseResponseFormat(body.at("response_format"));
+  try {
+    constrain::ConstraintSpec::compile(out);
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    const size_t end = message.find_first_of(".[:/ ");
+    throw invalidField(message.substr(0, end), "Cannot constrain the reply: " + message);
+  }
+  return out;
+}
+
 // Fields this server refuses unless they hold their neutral value.
 void refuseUnsupported(const json& body, Endpoint endpoint) {
   for (const char* f : {"presence_penalty", "frequency_penalty"})
     if (present(body, f) && number(body, f) != 0.0)
       throw invalidField(f, std::string("'") + f + "' is not supported by this server (only 0); use " +
                                 "'repetition_penalty' (1 = off) instead.");
-  for (const char* f : {"logit_bias", "tools", "functions", "suffix"})
+  for (const char* f : {"logit_bias", "functions", "suffix"})
     if (present(body, f) && !(body.at(f).is_array() && body.at(f).empty()) && !(body.at(f).is_object() && body.at(f).empty()))
-      throw invalidField(f, std::string("'") + f + "' is not supported by this server.");
-  for (const char* f : {"tool_choice", "function_call"})
-    if (present(body, f) && !(body.at(f).is_string() && body.at(f) == "none"))
-      throw invalidField(f, std::string("'") + f + "' is not supported by this server (only \"none\").");
+      throw invalidField(f, std::string("'") + f + "' is not supported by this server" +
+                                (std::string(f) == "functions" ? " (use 'tools')." : "."));
+  if (present(body, "function_call") && !(body.at("function_call").is_string() && body.at("function_call") == "none"))
+    throw invalidField("function_call", "'function_call' is not supported by this server (use 'tool_choice').");
+  if (endpoint == Endpoint::Completions)
+    for (const char* f : {"tools", "tool_choice", "response_format"})
+      if (present(body, f)) throw invalidField(f, std::string("'") + f + "' is only supported on /v1/chat/completions.");
   for (const char* f : {"logprobs", "echo"}) {
     if (!present(body, f)) continue;
     const json& v = body.at(f);
@@ -201,14 +367,6 @@ void refuseUnsupported(const json& body, Endpoint endpoint) {
     throw invalidField("top_logprobs", "'top_logprobs' is not supported by this server.");
   if (present(body, "best_of") && integer(body, "best_of", 1, 1) != 1)
     throw invalidField("best_of", "'best_of' must be 1 on this server.");
-  if (present(body, "response_format")) {
-    const json& f = body.at("response_format");
-    if (!f.is_object()) throw wrongType("response_format", "an object", f);
-    const auto t = f.find("type");
-    if (t == f.end() || !t->is_string() || *t != "text")
-      throw invalidField("response_format", "Only 'response_format': {\"type\": \"text\"} is supported by this server.");
-  }
-  (void)endpoint;
 }
 
 }  // namespace
@@ -235,6 +393,7 @@ GenerationRequest parseGenerationRequest(Endpoint endpoint, std::string_view bod
     parsePrompt(body, r);
   }
   refuseUnsupported(body, endpoint);
+  if (endpoint == Endpoint::ChatCompletions) r.output = parseOutputSpec(body);
 
   if (present(body, "n") && integer(body, "n", 1, std::numeric_limits<int64_t>::max()) != 1)
     throw invalidField("n", "'n' must be 1 on this server (one choice per request).");

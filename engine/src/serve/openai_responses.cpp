@@ -39,13 +39,25 @@ json choice(Endpoint e, json delta, const std::string& text, json finish) {
   return {{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", std::move(finish)}};
 }
 
+// The assistant's message: its text (null when it only called tools) and its calls.
+json message(const std::string& text, const GenerationStats& info) {
+  json m = {{"role", "assistant"}, {"content", text.empty() && !info.toolCalls.empty() ? json(nullptr) : json(text)}};
+  if (!info.toolCalls.empty()) {
+    json calls = json::array();
+    for (const ToolCall& c : info.toolCalls)
+      calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.argumentsJson}}}});
+    m["tool_calls"] = std::move(calls);
+  }
+  return m;
+}
+
 }  // namespace
 
 std::string completionJson(Endpoint e, const ResponseIds& ids, const std::string& text, const GenerationStats& info) {
   json c = e == Endpoint::Completions
                ? json{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", openAiFinishReason(info.stopReason)}}
                : json{{"index", 0},
-                      {"message", {{"role", "assistant"}, {"content", text}}},
+                      {"message", message(text, info)},
                       {"logprobs", nullptr},
                       {"finish_reason", openAiFinishReason(info.stopReason)}};
   return dump({{"id", ids.id},
@@ -62,6 +74,19 @@ std::string openingChunk(Endpoint e, const ResponseIds& ids, bool withUsageField
 
 std::string textChunk(Endpoint e, const ResponseIds& ids, const std::string& text, bool withUsageField) {
   return dump(chunk(e, ids, choice(e, {{"content", text}}, text, nullptr), withUsageField));
+}
+
+std::string toolCallChunk(const ResponseIds& ids, const RequestTicket::Event& event, bool withUsageField) {
+  json call = {{"index", event.toolIndex}};
+  if (event.kind == RequestTicket::Event::Kind::ToolCallBegin) {
+    call["id"] = event.call.id;
+    call["type"] = "function";
+    call["function"] = {{"name", event.call.name}, {"arguments", ""}};
+  } else {
+    call["function"] = {{"arguments", event.text}};
+  }
+  const json delta = {{"tool_calls", json::array({std::move(call)})}};
+  return dump(chunk(Endpoint::ChatCompletions, ids, choice(Endpoint::ChatCompletions, delta, "", nullptr), withUsageField));
 }
 
 std::string closingChunk(Endpoint e, const ResponseIds& ids, const GenerationStats& info, bool withUsageField) {

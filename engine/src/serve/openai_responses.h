@@ -22,6 +22,8 @@ std::string completionJson(Endpoint endpoint, const ResponseIds& ids, const std:
 // role), a text delta, the closing chunk (finish reason), the usage chunk (choices empty).
 std::string openingChunk(Endpoint endpoint, const ResponseIds& ids, bool withUsageField);
 std::string textChunk(Endpoint endpoint, const ResponseIds& ids, const std::string& text, bool withUsageField);
+// A chat stream's tool call: its start (index, id, type, name) or the next piece of its arguments.
+std::string toolCallChunk(const ResponseIds& ids, const RequestTicket::Event& event, bool withUsageField);
 std::string closingChunk(Endpoint endpoint, const ResponseIds& ids, const GenerationStats& info, bool withUsageField);
 std::string usageChunk(Endpoint endpoint, const ResponseIds& ids, const GenerationStats& info);
 std::string modelJson(const std::string& model, int64_t created);

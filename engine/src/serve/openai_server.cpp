@@ -228,7 +228,7 @@ struct OpenAiServer::Impl {
         } else if (e.kind == Event::Kind::Failed) {
           sendError(res, *e.error);
           return;
-        } else {
+        } else if (e.kind == Event::Kind::Finished) {
           res.set_content(serve::completionJson(endpoint, ids, text, e.finish), kJson);
           return;
         }
@@ -255,6 +255,8 @@ struct OpenAiServer::Impl {
       bool ok = true;
       if (e.kind == Event::Kind::Text) {
         ok = sendEvent(sink, serve::textChunk(s.endpoint, s.ids, e.text, s.includeUsage));
+      } else if (e.kind == Event::Kind::ToolCallBegin || e.kind == Event::Kind::ToolCallDelta) {
+        ok = sendEvent(sink, serve::toolCallChunk(s.ids, e, s.includeUsage));
       } else if (e.kind == Event::Kind::Failed) {
         s.ended = true;
         ok = sendEvent(sink, e.error->toJson());

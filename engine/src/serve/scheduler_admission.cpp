@@ -123,7 +123,7 @@ ServeScheduler::Loop::Admit ServeScheduler::Loop::admit(serve::Waiting& w) {
       const ContextFit fit{context, replyReserve(w.request.sampling.maxTokens, context),
                            w.request.contextOverflow.value_or(options.contextOverflow)};
       RenderedConversation r = renderConversation(tokenizer, w.request.useChatTemplate ? chatTemplate : nullptr,
-                                                  w.request.messages, fit);
+                                                  w.request.messages, fit, w.request.output.tools);
       prompt = std::move(r.ids);
       dropped = r.droppedMessages;
     } else {
@@ -186,11 +186,22 @@ ServeScheduler::Loop::Admit ServeScheduler::Loop::admit(serve::Waiting& w) {
       if (cached[i].seq == reuseSeq) reuse = i;
   }
 
+  ReplyConstraint constraint;
+  try {
+    constraint.spec = constrain::ConstraintSpec::compile(w.request.output);
+  } catch (const Error& e) {  // parseGenerationRequest refuses these first; other doors may not
+    w.ticket->fail(invalidField("response_format", std::string("Cannot constrain the reply: ") + e.what()));
+    return Admit::Failed;
+  }
+  if (constraint.spec) {
+    if (!tokenIndex) tokenIndex = std::make_shared<const constrain::TokenIndex>(tokenizer);
+    constraint.index = tokenIndex;
+  }
   auto r = std::make_unique<Live>(w.ticket, std::move(w.request));
   if (r->request.ignoreEos) r->request.sampling.stopStrings.clear();
   r->reply.emplace(tokenizer, r->request.sampling, prompt,
                    r->request.ignoreEos ? std::span<const int32_t>() : std::span<const int32_t>(model.config().eosTokenIds),
-                   context);
+                   context, std::move(constraint));
   r->prompt = std::move(prompt);
   r->arrivedStep = w.arrivedStep;
   r->arrived = w.arrived;

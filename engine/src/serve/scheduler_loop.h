@@ -101,6 +101,8 @@ struct ServeScheduler::Loop {
   std::vector<serve::Cached> cached;
   uint64_t lastMisses = 0, lastBytesRead = 0;
   ServeCounters counters;  // the engine's copy, published after each iteration
+  // The vocabulary's bytes for constrained decoding, built at the first request that needs it.
+  std::shared_ptr<const constrain::TokenIndex> tokenIndex;
 
   // Throws zipmoe::Error for a budget without a runtime (scheduler_admission.cpp).
   Loop(MoeModel& m, const Tokenizer& t, const ChatTemplate* tpl, ExpertRuntime* rt, const ServeOptions& o, Shared& s);

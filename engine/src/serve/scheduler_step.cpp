@@ -31,6 +31,13 @@ void ServeScheduler::Loop::sampleNext(Live& r, const std::vector<float>& logits)
     r.info.text += t.text;
     r.ticket->pushText(t.text);
   }
+  for (const ToolCallEvent& e : t.calls) {
+    if (e.begin) {
+      r.ticket->pushToolCallBegin(e.index, e.id, e.name);
+    } else {
+      r.ticket->pushToolCallDelta(e.index, e.arguments);
+    }
+  }
   if (t.end == StopReason::None) {
     r.next = t.id;
     return;
@@ -41,6 +48,7 @@ void ServeScheduler::Loop::sampleNext(Live& r, const std::vector<float>& logits)
 void ServeScheduler::Loop::endReply(Live& r, StopReason reason) {
   r.info.stopReason = reason;
   r.info.tokens = r.reply->tokens();
+  r.info.toolCalls = r.reply->toolCalls();
   r.info.generatedTokens = static_cast<int>(r.info.tokens.size());
   if (r.info.generatedTokens > 1)
     r.info.timePerOutputTokenMs = msBetween(r.firstAt, r.lastAt) / static_cast<double>(r.info.generatedTokens - 1);

@@ -3,9 +3,12 @@
 
   sse_client.py stream PORT KEY BODY_JSON         one streaming request: prints a JSON summary
   sse_client.py concurrent PORT KEY BODIES_JSON   one thread per body, all streaming at once
+  sse_client.py pool PORT KEY @FILE N             every body of the JSON list in FILE streamed, N at a
+                                                  time: a list of summaries
   sse_client.py hang PORT KEY BODY_JSON           opens a stream, prints STREAMING after the first
                                                   chunk, then waits to be killed (mid-stream)
-The summary: {"status", "content", "finish_reason", "usage", "done", "chunks", "error"}.
+The summary: {"status", "content", "finish_reason", "usage", "done", "chunks", "error"}, and
+"tool_calls": [{"id", "name", "arguments"}] put together from the deltas when the reply made calls.
 """
 import http.client
 import json
@@ -55,6 +58,14 @@ def stream(port, key, body):
         for choice in chunk["choices"]:
             if "delta" in choice:
                 out["content"] += choice["delta"].get("content") or ""
+                for call in choice["delta"].get("tool_calls") or []:
+                    calls = out.setdefault("tool_calls", [])
+                    while len(calls) <= call["index"]:
+                        calls.append({"id": None, "name": None, "arguments": ""})
+                    if "id" in call:
+                        calls[call["index"]]["id"] = call["id"]
+                        calls[call["index"]]["name"] = call["function"]["name"]
+                    calls[call["index"]]["arguments"] += call["function"].get("arguments") or ""
             else:
                 out["content"] += choice.get("text") or ""
             if choice.get("finish_reason"):
@@ -78,6 +89,31 @@ def main():
                 results[i] = {"status": -1, "error": repr(e)}
 
         threads = [threading.Thread(target=run, args=(i,)) for i in range(len(bodies))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(json.dumps(results))
+    elif mode == "pool":  # @FILE WORKERS: every body of the JSON list in FILE streamed, WORKERS at a time
+        with open(sys.argv[4][1:], encoding="utf-8") as f:
+            bodies = json.load(f)
+        workers = int(sys.argv[5])
+        results = [None] * len(bodies)
+        lock = threading.Lock()
+        pending = list(range(len(bodies)))
+
+        def work():
+            while True:
+                with lock:
+                    if not pending:
+                        return
+                    i = pending.pop(0)
+                try:
+                    results[i] = stream(port, key, bodies[i])
+                except Exception as e:
+                    results[i] = {"status": -1, "error": repr(e)}
+
+        threads = [threading.Thread(target=work) for _ in range(workers)]
         for t in threads:
             t.start()
         for t in threads:

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_schema_check.h"
 #include "generation/json_grammar.h"
 #include "generation/json_matcher.h"
 #include "generation/reply_stream.h"
@@ -27,6 +28,7 @@
 
 using namespace zipmoe;
 using namespace zipmoe::constrain;
+using zipmoe::testing::follows;
 using json = nlohmann::ordered_json;
 
 namespace {
@@ -47,65 +49,6 @@ const json kWeather = json::parse(R"({
   "required": ["city", "unit"],
   "additionalProperties": false
 })");
-
-// The supported subset, checked independently of the grammar.
-bool follows(const json& schema, const json& v) {
-  if (schema.is_boolean()) return schema.get<bool>();
-  if (schema.contains("enum")) {
-    for (const json& e : schema.at("enum"))
-      if (e == v) return true;
-    return false;
-  }
-  if (schema.contains("anyOf")) {
-    for (const json& s : schema.at("anyOf"))
-      if (follows(s, v)) return true;
-    return false;
-  }
-  if (!schema.contains("type")) return true;
-  const json& t = schema.at("type");
-  if (t.is_array()) {
-    for (const json& one : t) {
-      json s = schema;
-      s["type"] = one;
-      if (follows(s, v)) return true;
-    }
-    return false;
-  }
-  const std::string type = t.get<std::string>();
-  if (type == "null") return v.is_null();
-  if (type == "boolean") return v.is_boolean();
-  if (type == "integer") return v.is_number_integer();
-  if (type == "number") return v.is_number();
-  if (type == "string") {
-    if (!v.is_string()) return false;
-    const QString s = QString::fromStdString(v.get<std::string>());
-    const auto chars = static_cast<int>(s.toUcs4().size());
-    return chars >= schema.value("minLength", 0) && chars <= schema.value("maxLength", 1 << 30);
-  }
-  if (type == "array") {
-    if (!v.is_array()) return false;
-    if (static_cast<int>(v.size()) < schema.value("minItems", 0) || static_cast<int>(v.size()) > schema.value("maxItems", 1 << 30))
-      return false;
-    for (const json& item : v)
-      if (schema.contains("items") && !follows(schema.at("items"), item)) return false;
-    return true;
-  }
-  if (type == "object") {
-    if (!v.is_object()) return false;
-    for (const json& r : schema.value("required", json::array()))
-      if (!v.contains(r.get<std::string>())) return false;
-    const json props = schema.value("properties", json::object());
-    for (const auto& [k, value] : v.items()) {
-      if (!props.contains(k)) {
-        if (schema.value("additionalProperties", json(true)) == json(false)) return false;
-        continue;
-      }
-      if (!follows(props.at(k), value)) return false;
-    }
-    return true;
-  }
-  return false;
-}
 
 bool matches(const Grammar& g, const std::string& text) {
   JsonMatcher m(g);

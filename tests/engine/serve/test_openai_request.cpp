@@ -49,6 +49,34 @@ class TestOpenAiRequest : public QObject {
     QVERIFY(r.includeUsage);
   }
 
+  void toolsAndFormatsAreMapped() {
+    const GenerationRequest r = parseGenerationRequest(
+        Endpoint::ChatCompletions,
+        R"({"model":"m","messages":[{"role":"user","content":"weather?"},
+            {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get","arguments":)" "\"{\\\"c\\\":\\\"Rome\\\"}\"" R"(}}]},
+            {"role":"tool","tool_call_id":"call_1","content":"sunny"}],
+            "tools":[{"type":"function","function":{"name":"get","description":"d","parameters":{"type":"object","properties":{"c":{"type":"string"}}}}},
+                     {"type":"function","function":{"name":"put"}}],
+            "tool_choice":{"type":"function","function":{"name":"get"}},"parallel_tool_calls":false})");
+    QCOMPARE(r.messages.size(), size_t{3});
+    QCOMPARE(r.messages[1].toolCalls.size(), size_t{1});
+    QCOMPARE(r.messages[1].toolCalls[0].argumentsJson, std::string("{\"c\":\"Rome\"}"));
+    QCOMPARE(r.messages[2].role, std::string("tool"));
+    QCOMPARE(r.messages[2].toolCallId, std::string("call_1"));
+    QCOMPARE(r.messages[2].name, std::string("get"));
+    QCOMPARE(r.output.tools.size(), size_t{2});
+    QCOMPARE(r.output.tools[0].description, std::string("d"));
+    QVERIFY(r.output.toolChoice.mode == ToolChoiceMode::Named);
+    QCOMPARE(r.output.toolChoice.name, std::string("get"));
+    QVERIFY(!r.output.parallelToolCalls);
+    const GenerationRequest j = parseGenerationRequest(
+        Endpoint::ChatCompletions, R"({"model":"m","messages":[{"role":"user","content":"x"}],
+            "response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}}}})");
+    QVERIFY(j.output.responseFormat.kind == ResponseFormatKind::JsonSchema);
+    QVERIFY(j.output.responseFormat.strict);
+    QVERIFY(j.output.constrained());
+  }
+
   void completionDefaults() {
     const GenerationRequest r = parseGenerationRequest(Endpoint::Completions, R"({"model":"m","prompt":["once upon"]})");
     QCOMPARE(r.prompt, std::string("once upon"));
@@ -69,7 +97,8 @@ class TestOpenAiRequest : public QObject {
     QTest::newRow("model not a string") << chat << R"({"model":3,"messages":[{"role":"user","content":"x"}]})" << "model";
     QTest::newRow("no messages") << chat << R"({"model":"m"})" << "messages";
     QTest::newRow("empty messages") << chat << R"({"model":"m","messages":[]})" << "messages";
-    QTest::newRow("tool role") << chat << R"({"model":"m","messages":[{"role":"tool","content":"x"}]})" << "messages[0].role";
+    QTest::newRow("tool without id") << chat << R"({"model":"m","messages":[{"role":"tool","content":"x"}]})" << "messages[0].tool_call_id";
+    QTest::newRow("unknown role") << chat << R"({"model":"m","messages":[{"role":"function","content":"x"}]})" << "messages[0].role";
     QTest::newRow("image part") << chat << R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]})"
                                 << "messages[0].content[0].type";
     QTest::newRow("ends with assistant") << chat << R"({"model":"m","messages":[{"role":"assistant","content":"x"}]})" << "messages";
@@ -84,10 +113,20 @@ class TestOpenAiRequest : public QObject {
     QTest::newRow("presence_penalty") << comp << R"({"model":"m","prompt":"x","presence_penalty":0.5})" << "presence_penalty";
     QTest::newRow("frequency_penalty") << comp << R"({"model":"m","prompt":"x","frequency_penalty":-1})" << "frequency_penalty";
     QTest::newRow("logprobs") << chat << R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true})" << "logprobs";
-    QTest::newRow("tools") << chat << R"({"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})" << "tools";
+    QTest::newRow("tool without function") << chat << R"({"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})" << "tools[0].function";
+    QTest::newRow("tool name") << chat << R"({"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"a b"}}]})" << "tools[0].function.name";
+    QTest::newRow("tool schema") << chat << R"({"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"q":{"type":"string","pattern":"a+"}}}}}]})" << "tools";
+    QTest::newRow("unknown tool choice") << chat << R"({"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}})" << "tool_choice.function.name";
+    QTest::newRow("choice without tools") << chat << R"({"model":"m","messages":[{"role":"user","content":"x"}],"tool_choice":"required"})" << "tool_choice";
+    QTest::newRow("tools on completions") << comp << R"({"model":"m","prompt":"x","tools":[]})" << "tools";
+    QTest::newRow("assistant calls not a list") << chat << R"({"model":"m","messages":[{"role":"assistant","tool_calls":{}},{"role":"user","content":"x"}]})" << "messages[0].tool_calls";
     QTest::newRow("logit_bias") << comp << R"({"model":"m","prompt":"x","logit_bias":{"1":5}})" << "logit_bias";
-    QTest::newRow("json mode") << chat << R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})"
-                               << "response_format";
+    QTest::newRow("format type") << chat << R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"yaml"}})"
+                                 << "response_format.type";
+    QTest::newRow("schema name") << chat << R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"schema":{}}}})"
+                                 << "response_format.json_schema.name";
+    QTest::newRow("schema keyword") << chat << R"({"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"integer","minimum":1}}}})"
+                                    << "response_format";
     QTest::newRow("empty stop") << comp << R"({"model":"m","prompt":"x","stop":""})" << "stop";
     QTest::newRow("five stops") << comp << R"({"model":"m","prompt":"x","stop":["a","b","c","d","e"]})" << "stop";
     QTest::newRow("stop not a string") << comp << R"({"model":"m","prompt":"x","stop":[1]})" << "stop[0]";

@@ -48,10 +48,14 @@ struct RenderedConversation {
   int droppedMessages = 0;  // messages left out (whole turns), counted after the system message
 };
 
-// REQUIRES: `messages` is not empty. `chatTemplate` may be null (plain completion). Throws
-// ContextOverflowError (above), or zipmoe::Error from a template that refuses the conversation.
+// REQUIRES: `messages` is not empty. `chatTemplate` may be null (plain completion). `tools`: the
+// functions the model is offered (generation/tool_prompt.h: the template's own rendering of tools
+// when it has one, else the generic format's instructions in the system message); earlier tool
+// calls and tool results are rendered the same way. Throws ContextOverflowError (above), or
+// zipmoe::Error from a template that refuses the conversation.
 RenderedConversation renderConversation(const Tokenizer& tokenizer, const ChatTemplate* chatTemplate,
-                                        const std::vector<ChatMessage>& messages, const ContextFit& fit);
+                                        const std::vector<ChatMessage>& messages, const ContextFit& fit,
+                                        const std::vector<ToolSpec>& tools = {});
 
 // The reply reserve every door uses: the reply's token limit, but at most half the window, so that
 // a long chat on a short-context model (the demo holds 256 tokens) keeps its newest turns.

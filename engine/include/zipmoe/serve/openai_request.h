@@ -3,14 +3,18 @@
 // serving scheduler runs (zipmoe/serve/serve_scheduler.h), or refuses it with an ApiError shaped like
 // OpenAI's (`{"error": {"message", "type", "param", "code"}}`) that names the field.
 //
-// Mapped: model, messages (roles system / developer → system, user, assistant; content a string or
-// an array of {"type": "text"} parts), prompt (a string, or an array of exactly one string),
-// max_tokens / max_completion_tokens, temperature (0–2; 0 = greedy), top_p, seed, stop (a string or
-// up to 4), n (only 1), stream, stream_options.include_usage, user (ignored); beyond OpenAI, as
-// llama.cpp's server: top_k, min_p, repetition_penalty, ignore_eos. Refused when set to anything but
-// their neutral value: presence_penalty, frequency_penalty (non-zero), logit_bias, logprobs, top_logprobs,
-// tools, tool_choice, functions, function_call, response_format other than text, n > 1, echo,
-// best_of, suffix. Unknown fields are ignored (as llama.cpp does). Docs: docs/SERVER.md.
+// Mapped: model, messages (roles system / developer → system, user, assistant — with its earlier
+// tool_calls — and tool with its tool_call_id; content a string or an array of {"type": "text"}
+// parts), prompt (a string, or an array of exactly one string), max_tokens / max_completion_tokens,
+// temperature (0–2; 0 = greedy), top_p, seed, stop (a string or up to 4), n (only 1), stream,
+// stream_options.include_usage, user (ignored); chat only: tools, tool_choice (none, auto,
+// required, a named function), parallel_tool_calls and response_format (text, json_object,
+// json_schema), enforced by constrained decoding (OutputSpec) — a schema the core cannot enforce is
+// refused naming its path; beyond OpenAI, as llama.cpp's server: top_k, min_p,
+// repetition_penalty, ignore_eos. Refused when set to anything but their neutral value:
+// presence_penalty, frequency_penalty (non-zero), logit_bias, logprobs, top_logprobs, functions,
+// function_call, n > 1, echo, best_of, suffix. Unknown fields are ignored (as llama.cpp does).
+// Docs: docs/SERVER.md.
 // Thread-safety: pure functions. Cost: O(body size).
 #pragma once
 
