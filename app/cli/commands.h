@@ -25,6 +25,7 @@ int runBenchSuite(const Args& args);    // bench suite NAME: the paper's evaluat
 int runBenchReport(const Args& args);   // bench report DIR: the suites' results as Markdown tables
 int runBenchCompare(const Args& args);  // bench compare DIR_A DIR_B: a rerun beside an earlier run
 int runBenchTokenizer(const Args& args);
+int runBenchConstrain(const Args& args);
 int runBenchPrefetchAccuracy(const Args& args);  // bench prefetch-accuracy MODEL --text FILE  // bench tokenizer MODEL --text FILE: encode/decode speed
 int runBenchPlanner(const Args& args);    // bench planner: time to plan every layer at several budgets
 int runBenchChat(const Args& args);       // bench chat MODEL: TTFT per turn with and without KV-cache reuse

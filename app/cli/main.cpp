@@ -78,6 +78,7 @@ constexpr const char* kUsage =
     "  bench report DIR [OPTIONS]         the suites' results in DIR as Markdown tables\n"
     "  bench compare DIR_A DIR_B [OPTIONS]  a rerun beside an earlier run: change of every figure\n"
     "  bench tokenizer MODEL --text FILE  encode and decode speed of a model's tokenizer\n"
+    "  bench constrain MODEL  what tool calls / structured output add to a decode step\n"
     "  bench prefetch-accuracy MODEL --text FILE  how well the prefetch predictors name the next experts\n"
     "  bench planner [OPTIONS]            time to plan every layer's pool split at several budgets\n"
     "  bench chat MODEL [OPTIONS]         time to first token per turn, with and without KV-cache reuse\n"
@@ -108,6 +109,7 @@ constexpr const char* kBenchUsage =
     "  report DIR             the suites' results in DIR as Markdown tables\n"
     "  compare DIR_A DIR_B    a rerun beside an earlier run: the change of every figure\n"
     "  tokenizer MODEL        encode and decode speed of a model's tokenizer on a text\n"
+    "  constrain MODEL        constrained decoding's cost per decode step on a model's vocabulary\n"
     "  prefetch-accuracy MODEL  the prefetch predictors' accuracy on held-out text\n"
     "  planner                time to plan every layer's pool split at several budgets\n"
     "  chat MODEL             time to first token per turn, with and without KV-cache reuse\n"
@@ -165,6 +167,7 @@ int dispatch(const std::string& command, Args args) {
     if (which == "codec") return runBenchCodec(args);
     if (which == "runtime") return runBenchRuntime(args);
     if (which == "tokenizer") return runBenchTokenizer(args);
+    if (which == "constrain") return runBenchConstrain(args);
     if (which == "prefetch-accuracy") return runBenchPrefetchAccuracy(args);
     if (which == "planner") return runBenchPlanner(args);
     if (which == "chat") return runBenchChat(args);

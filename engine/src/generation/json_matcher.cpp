@@ -75,12 +75,12 @@ bool JsonMatcher::complete() const {
   return stack_.size() == 1 && completeable(stack_.back());
 }
 
-bool JsonMatcher::inFreeString() const {
-  if (stack_.empty()) return false;
+int JsonMatcher::stringRoom() const {
+  if (stack_.empty()) return -1;
   const Frame& f = stack_.back();
   const Node& n = node(f);
-  return n.kind == NodeKind::String && f.phase == kBody && !f.inEscape && f.hexLeft == 0 && f.utf8Left == 0 &&
-         n.maxLength < 0 && f.count >= n.minLength;
+  if (n.kind != NodeKind::String || f.phase != kBody || f.inEscape || f.hexLeft != 0 || f.utf8Left != 0) return -1;
+  return n.maxLength < 0 ? INT_MAX : n.maxLength - f.count;
 }
 
 // Σ over the declared keys from `from` on that are required: the key, ':' and its smallest value;

@@ -32,10 +32,10 @@ class JsonMatcher {
   // Nothing more may follow (the root value is closed).
   bool closed() const { return started_ && stack_.empty(); }
   int minRemaining() const;
-  // Inside a string's content where any unescaped, non-control, well-formed UTF-8 byte sequence that
-  // starts at a character boundary is allowed (no length bound, no escape or character pending):
-  // the token mask's fast path.
-  bool inFreeString() const;
+  // Inside a string's content at a character boundary (no escape or character pending), where any
+  // unescaped, non-control, well-formed UTF-8 bytes of at most stringRoom() characters may come:
+  // the token mask's fast path. −1 elsewhere; INT_MAX without a length bound.
+  int stringRoom() const;
   size_t depth() const { return stack_.size(); }
 
   static constexpr size_t kMaxDepth = 64;

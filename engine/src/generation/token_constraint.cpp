@@ -45,6 +45,7 @@ bool plainStringBytes(const std::string& bytes) {
 TokenIndex::TokenIndex(const Tokenizer& tokenizer) : vocab(tokenizer.vocabSize()) {
   bytes.resize(static_cast<size_t>(vocab));
   plainString.assign(static_cast<size_t>(vocab), 0);
+  chars.assign(static_cast<size_t>(vocab), 0);
   for (int32_t id = 0; id < vocab; ++id) {
     auto b = tokenizer.tokenBytes(id);
     if (!b || b->empty()) continue;
@@ -53,6 +54,9 @@ TokenIndex::TokenIndex(const Tokenizer& tokenizer) : vocab(tokenizer.vocabSize()
     byFirst[static_cast<uint8_t>(bytes[i][0])].push_back(id);
     if (plainStringBytes(bytes[i])) {
       plainString[i] = 1;
+      size_t leads = 0;
+      for (char c : bytes[i]) leads += (static_cast<uint8_t>(c) & 0xC0) != 0x80 ? 1 : 0;
+      chars[i] = static_cast<uint16_t>(std::min<size_t>(leads, 0xFFFF));
     } else {
       notPlain.push_back(id);
     }
@@ -218,9 +222,14 @@ void OutputConstraint::mask(std::span<float> logits, int remaining, bool exactEn
       for (int32_t t : index.byFirst[static_cast<uint8_t>(kToolCallTrigger[state_.trigger])]) check(t);
     return;
   }
-  if (state_.phase == Phase::Value && state_.value.inFreeString() && !exactEnd) {
+  // Inside a string: plain tokens pass on their character count; a plain token ends at most one
+  // character short (≤ 3 continuation bytes more to come), so near the limit they are tried too.
+  const int room = state_.phase == Phase::Value ? state_.value.stringRoom() : -1;
+  if (room >= 0 && remaining - 1 >= minRemaining(state_) + 3) {
+    for (size_t i = 0; i < n; ++i)
+      if (index.plainString[i] && index.chars[i] > room) logits[i] = kOff;
     for (int32_t t : index.notPlain)
-      if (!tokenFits(index.bytes[static_cast<size_t>(t)], remaining, false, scratch_)) logits[static_cast<size_t>(t)] = kOff;
+      if (!tokenFits(index.bytes[static_cast<size_t>(t)], remaining, exactEnd, scratch_)) logits[static_cast<size_t>(t)] = kOff;
     return;
   }
   // Everything else: only tokens whose first byte fits are tried.

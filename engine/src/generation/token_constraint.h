@@ -16,8 +16,9 @@
 // per request. OutputConstraint is one reply's state.
 // Thread-safety: TokenIndex and ConstraintSpec are immutable and shared; an OutputConstraint is used
 // by one thread. Cost: mask() simulates only the tokens whose first byte fits (inside a string: only
-// those holding a quote, backslash or control byte; in free text: those holding '<') — typically a
-// few thousand of a 150k vocabulary — O(bytes) each.
+// those holding a quote, backslash or control byte, the others pass on their character count; in
+// free text: those holding '<') — typically a few thousand of a 150k vocabulary — O(bytes) each;
+// `zipmoe bench constrain` measures it (docs/SERVER.md).
 #pragma once
 
 #include <array>
@@ -38,7 +39,8 @@ struct TokenIndex {
   explicit TokenIndex(const Tokenizer& tokenizer);
   int32_t vocab = 0;
   std::vector<std::string> bytes;                 // empty: a special token (no bytes)
-  std::vector<uint8_t> plainString;               // 1: may stand anywhere inside a free string
+  std::vector<uint8_t> plainString;               // 1: may stand anywhere inside a string's content
+  std::vector<uint16_t> chars;                    // plainString tokens: the characters they begin
   std::vector<int32_t> notPlain;                  // tokens with bytes that are not plainString
   std::vector<int32_t> withAngle;                 // tokens holding '<'
   std::array<std::vector<int32_t>, 256> byFirst;  // tokens by their first byte
