@@ -39,12 +39,11 @@ inline HttpReply curl(QStringList args) {
   return r;
 }
 
-// Starts `zipmoe serve MODEL --port 0 ARGS…` and returns the port it printed once it listens (0 when
+// Starts `zipmoe serve MODEL --port 0 ARGS…` (MODEL: the demo model unless given) and returns the port it printed once it listens (0 when
 // it ended first, or bound another address than loopback's: a warning says why).
-inline int startServer(QProcess& process, const QStringList& args) {
+inline int startServer(QProcess& process, const QStringList& args, const std::filesystem::path& model = demoModel()) {
   process.setProcessChannelMode(QProcess::SeparateChannels);
-  process.start(ZIPMOE_CLI_PATH,
-                QStringList{"serve", QString::fromStdString(demoModel().string()), "--port", "0"} + args);
+  process.start(ZIPMOE_CLI_PATH, QStringList{"serve", QString::fromStdString(model.string()), "--port", "0"} + args);
   if (!process.waitForStarted(-1)) return 0;
   QByteArray out;
   while (!out.contains('\n')) {

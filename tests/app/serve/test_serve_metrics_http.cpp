@@ -5,7 +5,8 @@
 // le="+Inf" equal to its _count); two requests (one whole, one streamed) move the request, token and
 // latency counters by what their replies' usage says, and a refused one counts as refused with its
 // status; /metrics needs the API key (401 without it, /health does not) unless the server runs with
-// --metrics-public. Skips when curl or python3 is missing.
+// --metrics-public; on a store with a budget the expert runtime's counters and the budget gauges
+// move. Skips when curl or python3 is missing.
 #include <QProcess>
 #include <QStandardPaths>
 #include <QtTest>
@@ -18,6 +19,8 @@
 #include <string>
 
 #include "app/serve/serve_process.h"
+#include "test_support.h"
+#include "zipmoe/format/converter.h"
 
 using nlohmann::json;
 using zipmoe::testing::curl;
@@ -301,6 +304,33 @@ class TestServeMetricsHttp : public QObject {
     QVERIFY(grew("zipmoe_inter_token_latency_seconds_count") > 0);
     QVERIFY(grew("zipmoe_forward_steps_total") > 0);
     QVERIFY(after.value("zipmoe_kv_capacity_bytes") > 0);
+  }
+
+  // A store with a budget: the expert runtime's hits and misses, bytes read and budgets show.
+  void runtimeMetricsWithABudget() {
+    zipmoe::testing::TempDir dir;
+    const auto store = dir / "store";
+    zipmoe::convertCheckpoint(zipmoe::testing::demoModel(), store, zipmoe::ConvertOptions{});
+    QProcess budgeted;
+    const int port = zipmoe::testing::startServer(
+        budgeted, {"--metrics-public", "--model-id", "demo-model", "--budget", "100%", "--no-history", "--dtype", "fp32"},
+        store);
+    QVERIFY(port > 0);
+    const HttpReply reply = curl({"-H", "Content-Type: application/json", "--data-binary",
+                                  QString::fromStdString(chatBody("ROMEO: what news?", 6, false).dump()), url(port, kChat)});
+    const Scrape s = parsePrometheus(metrics("", port).body);
+    budgeted.terminate();
+    QVERIFY(budgeted.waitForFinished(-1));
+    QVERIFY2(reply.code == 200, reply.body.c_str());
+    QVERIFY2(s.error.empty(), s.error.c_str());
+    double hits = 0;
+    for (const char* pool : {"full", "compressed", "sign_mantissa", "exponent"})
+      hits += s.value(std::string("zipmoe_expert_cache_hits_total{pool=\"") + pool + "\"}");
+    QVERIFY(hits + s.value("zipmoe_expert_cache_misses_total") > 0);
+    QVERIFY(s.value("zipmoe_expert_bytes_read_total") > 0);
+    QVERIFY(s.value("zipmoe_expert_budget_bytes") > 0);
+    QVERIFY(s.value("zipmoe_memory_budget_bytes") >= s.value("zipmoe_expert_budget_bytes"));
+    QCOMPARE(budgeted.exitCode(), 0);
   }
 
   // --metrics-public: /metrics without the key; /v1 still needs it.
