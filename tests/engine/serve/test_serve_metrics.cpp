@@ -3,8 +3,12 @@
 // buckets ending at +Inf with its sum and count), names it refuses, the histogram's buckets
 // (an observation on a bound counts in that bucket: le is ≤), and ServeMetrics' families after known
 // events: requests by endpoint, outcome and status, usage, the step observer chained before the
-// caller's own, the gap of pieces that arrive together shared evenly.
+// caller's own, the gap of pieces that arrive together shared evenly; 4 threads recording while
+// another renders: every total arrives, and each snapshot's buckets add up to its count.
 #include <QtTest>
+
+#include <atomic>
+#include <thread>
 
 #include "serve/histogram.h"
 #include "serve/prometheus_text.h"
@@ -164,6 +168,44 @@ class TestServeMetrics : public QObject {
     const std::string text2 = m.render(c);
     QVERIFY2(hasLine(text2, "zipmoe_remote_expert_calls_total 12"), text2.c_str());
     QVERIFY2(hasLine(text2, "zipmoe_remote_expert_call_failures_total 1"), text2.c_str());
+  }
+
+  void recordsFromManyThreads() {
+    ServeMetrics m;
+    Histogram h(ServeMetrics::latencyBounds());
+    constexpr int kThreads = 4, kEach = 2000;
+    std::atomic<bool> done{false};
+    std::atomic<int> inconsistent{0};
+    std::thread reader([&] {
+      while (!done.load()) {
+        const HistogramSnapshot s = h.snapshot();
+        uint64_t inBuckets = 0;
+        for (const uint64_t c : s.counts) inBuckets += c;
+        if (s.sum != 0.5 * static_cast<double>(inBuckets)) inconsistent.fetch_add(1);  // halves sum exactly
+        (void)m.render(ServeCounters{});
+      }
+    });
+    std::vector<std::thread> writers;
+    for (int t = 0; t < kThreads; ++t)
+      writers.emplace_back([&] {
+        GenerationStats usage;
+        usage.promptTokens = 2;
+        for (int i = 0; i < kEach; ++i) {
+          h.observe(0.5);
+          m.recordUsage(usage);
+          m.recordRequest("/v1/completions", RequestOutcome::Completed, 200);
+          m.recordStep(StepReport{});
+        }
+      });
+    for (std::thread& w : writers) w.join();
+    done = true;
+    reader.join();
+    QCOMPARE(inconsistent.load(), 0);
+    const std::string text = m.render(ServeCounters{});
+    const std::string n = std::to_string(kThreads * kEach);
+    QVERIFY(hasLine(text, "zipmoe_requests_total{endpoint=\"/v1/completions\",outcome=\"completed\",code=\"200\"} " + n));
+    QVERIFY(hasLine(text, "zipmoe_prompt_tokens_total " + std::to_string(2 * kThreads * kEach)));
+    QVERIFY(hasLine(text, "zipmoe_batch_size_count " + n));
   }
 };
 
