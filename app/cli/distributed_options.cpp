@@ -98,6 +98,14 @@ void parseDistributedOptions(const CommandLine& line, EngineOptions& engine) {
   };
 }
 
+RemoteExpertCalls remoteExpertCalls() {
+  Cluster& state = cluster();
+  std::lock_guard lock(state.mutex);
+  if (!state.experts) return {};
+  const DistributedStats s = state.experts->stats();
+  return {s.remoteCalls, s.failedCalls};
+}
+
 std::string describeDistributed() {
   Cluster& state = cluster();
   std::lock_guard lock(state.mutex);

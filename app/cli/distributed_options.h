@@ -15,6 +15,7 @@
 
 #include "command_line.h"
 #include "zipmoe/engine.h"
+#include "zipmoe/serve/serve_metrics.h"
 
 namespace zipmoe::cli {
 
@@ -24,5 +25,8 @@ const std::vector<OptionSpec>& distributedOptionSpecs();
 void parseDistributedOptions(const CommandLine& line, EngineOptions& engine);
 // "[distributed: …]" — what the last engine opened with --nodes did; empty when none was.
 std::string describeDistributed();
+// The calls the last engine opened with --nodes made to its nodes, and those that failed (for GET
+// /metrics); zeros when none was. From any thread.
+RemoteExpertCalls remoteExpertCalls();
 
 }  // namespace zipmoe::cli

@@ -6,6 +6,9 @@
 // "zipmoe: listening on http://HOST:PORT" on stdout, and serves until SIGTERM or SIGINT: then it
 // stops accepting, fails the requests still open with 503 and frees their sequences, joins every thread and exits 0. The signals are blocked in every thread (the mask is set
 // before the engine starts its threads) and taken by the main thread with sigwait.
+// GET /metrics (Prometheus text, zipmoe/serve/serve_metrics.h) is fed by the scheduler's onStep, the
+// HTTP handlers, the expert runtime's stats and the expert nodes' calls; it needs the key unless
+// --metrics-public.
 // With --budget, the budget is the whole memory of serving: experts + KV cache + activations.
 // With --replay-trace (benchmarks: `zipmoe bench serve --trace-file`), each request replays its own
 // trace prompt — the n-th admitted request prompt n mod the trace's prompts (RequestTraceRouting) —
@@ -19,6 +22,7 @@
 
 #include "command_line.h"
 #include "commands.h"
+#include "distributed_options.h"
 #include "runtime_options.h"
 #include "zipmoe/base/error.h"
 #include "zipmoe/serve/openai_server.h"
@@ -33,6 +37,7 @@ std::vector<OptionSpec> serveOptionSpecs() {
       {"--port", "N", "the port (default 8080; 0 = any free port, printed)"},
       {"--api-key", "KEY", "require 'Authorization: Bearer KEY' on every /v1 request"},
       {"--api-key-file", "FILE", "the same, the key read from FILE (its first line)"},
+      {"--metrics-public", "", "serve GET /metrics without the API key (Prometheus scrapers)"},
       {"--model-id", "NAME", "the model's name in the API (default: MODEL's directory name)"},
       {"--max-batch", "B", "requests decoding together (1-256, default 8)"},
       {"--schedule", "fcfs|coserve", "admission policy (default fcfs; coserve: fewest expert loads, with aging)"},
@@ -94,6 +99,8 @@ int runServe(const Args& args) {
   if (const auto f = line.text("--api-key-file")) server.apiKey = readKeyFile(*f);
   server.modelId = line.text("--model-id", std::filesystem::absolute(dir).lexically_normal().filename().string());
   if (server.modelId.empty()) server.modelId = "zipmoe";
+  server.metricsPublic = line.has("--metrics-public");
+  server.metrics = std::make_shared<ServeMetrics>();
   server.maxConnections = line.integer<int>("--max-connections", 4, 1024, 64);
   if (const auto v = line.text("--max-body")) server.maxBodyBytes = static_cast<size_t>(parseByteSize("--max-body", *v));
 
@@ -136,9 +143,11 @@ int runServe(const Args& args) {
   // The budget is serving's whole memory: the engine opens the runtime with the experts' part of it.
   // With --budget auto the experts' budget follows free memory; the KV cache lives in the margin.
   if (budget && !options.followFreeMemory) serve.memoryBudget = options.runtime->budget;
+  serve.onStep = server.metrics->chainStepObserver(std::move(serve.onStep));
   options.serve = serve;
   auto engine = openEngine(dir, std::move(options), budget);
   ServeScheduler& scheduler = engine->scheduler();
+  server.metrics->setSources({engine->sharedRuntime(), [] { return remoteExpertCalls(); }});
   OpenAiServer http(scheduler, server);
   const int port = http.start();
   std::printf("zipmoe: listening on http://%s:%d (model '%s', schedule %s, max batch %d%s)\n", server.host.c_str(),

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -23,6 +24,8 @@ namespace {
 
 constexpr auto kPoll = std::chrono::milliseconds(100);
 constexpr const char* kJson = "application/json";
+constexpr const char* kPrometheusText = "text/plain; version=0.0.4; charset=utf-8";
+constexpr int kClientClosedRequest = 499;  // nginx's status for a client that went away first
 constexpr int kListenBacklog = 1024;  // pending connections the kernel queues before accept
 
 int64_t unixNow() {
@@ -47,6 +50,7 @@ struct Stream {
   serve::ResponseIds ids;
   bool includeUsage = false;
   bool opened = false, ended = false;
+  std::optional<ReplyObserver> observer;
   std::chrono::steady_clock::time_point lastWrite = std::chrono::steady_clock::now();
 };
 
@@ -68,7 +72,19 @@ struct OpenAiServer::Impl {
   int listenFd = -1;  // the bound socket: httplib's socket-options hook reports it, inside start()
   const int64_t created = unixNow();
 
-  Impl(ServeScheduler& s, ServerOptions o) : scheduler(s), options(std::move(o)) {}
+  std::shared_ptr<ServeMetrics> metrics;
+
+  Impl(ServeScheduler& s, ServerOptions o)
+      : scheduler(s), options(std::move(o)), metrics(options.metrics ? options.metrics : std::make_shared<ServeMetrics>()) {}
+
+  bool needsKey(const std::string& path) const {
+    return path.rfind("/v1/", 0) == 0 || (path == "/metrics" && !options.metricsPublic);
+  }
+  // An error answered before the request reached its handler (counted at generation endpoints).
+  void refuse(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+    if (metrics->tracksEndpoint(req.path)) metrics->recordRequest(req.path, RequestOutcome::Refused, e.status());
+    sendError(res, e);
+  }
 
   void routes() {
     const int threads = std::max(options.maxConnections, 4);
@@ -85,16 +101,16 @@ struct OpenAiServer::Impl {
     server.set_read_timeout(10, 0);
 
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (options.apiKey.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+      if (options.apiKey.empty() || !needsKey(req.path)) return httplib::Server::HandlerResponse::Unhandled;
       const std::string auth = req.get_header_value("Authorization");
       if (auth.empty()) {
-        sendError(res, ApiError(401, "invalid_request_error",
+        refuse(req, res, ApiError(401, "invalid_request_error",
                                 "You didn't provide an API key: send it as 'Authorization: Bearer KEY'.", {},
                                 "invalid_api_key"));
         return httplib::Server::HandlerResponse::Handled;
       }
       if (auth.rfind("Bearer ", 0) != 0 || !sameKey(auth.substr(7), options.apiKey)) {
-        sendError(res, ApiError(401, "invalid_request_error", "Incorrect API key provided.", {}, "invalid_api_key"));
+        refuse(req, res, ApiError(401, "invalid_request_error", "Incorrect API key provided.", {}, "invalid_api_key"));
         return httplib::Server::HandlerResponse::Handled;
       }
       return httplib::Server::HandlerResponse::Unhandled;
@@ -103,7 +119,7 @@ struct OpenAiServer::Impl {
     server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
       if (res.status == 413) {
-        sendError(res, ApiError(413, "invalid_request_error",
+        refuse(req, res, ApiError(413, "invalid_request_error",
                                 "The request body is larger than this server accepts (" +
                                     std::to_string(options.maxBodyBytes) + " bytes).",
                                 "body", "request_too_large"));
@@ -164,15 +180,19 @@ struct OpenAiServer::Impl {
       }
       res.set_content(serve::modelJson(options.modelId, created), kJson);
     });
-    server.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      generate(Endpoint::ChatCompletions, req, res);
-    });
-    server.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      generate(Endpoint::Completions, req, res);
+    const auto generation = [this](const char* path, Endpoint endpoint) {
+      metrics->trackEndpoint(path);
+      server.Post(path, [this, endpoint](const httplib::Request& req, httplib::Response& res) { generate(endpoint, req, res); });
+    };
+    generation("/v1/chat/completions", Endpoint::ChatCompletions);
+    generation("/v1/completions", Endpoint::Completions);
+    server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics->render(scheduler.counters()), kPrometheusText);
     });
   }
 
   void generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+    ReplyObserver observer(*metrics, req.path);
     GenerationRequest request;
     try {
       request = parseGenerationRequest(endpoint, req.body);
@@ -181,6 +201,7 @@ struct OpenAiServer::Impl {
                        "The model '" + request.model + "' does not exist; this server serves '" + options.modelId + "'.",
                        "model", "model_not_found");
     } catch (const ApiError& e) {
+      observer.end(RequestOutcome::Refused, e.status());
       sendError(res, e);
       return;
     }
@@ -190,6 +211,7 @@ struct OpenAiServer::Impl {
     try {
       ticket = scheduler.submit(std::move(request));
     } catch (const ApiError& e) {
+      observer.end(RequestOutcome::Refused, e.status());
       sendError(res, e);
       return;
     }
@@ -197,7 +219,7 @@ struct OpenAiServer::Impl {
                                std::to_string(created) + "-" + std::to_string(nextResponse++),
                            unixNow(), options.modelId};
     if (!stream) {
-      answerWhole(endpoint, ids, ticket, res);
+      answerWhole(endpoint, ids, ticket, observer, res);
       return;
     }
     auto state = std::make_shared<Stream>();
@@ -205,23 +227,28 @@ struct OpenAiServer::Impl {
     state->endpoint = endpoint;
     state->ids = ids;
     state->includeUsage = includeUsage;
+    state->observer = std::move(observer);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
         [this, state](size_t, httplib::DataSink& sink) { return pump(*state, sink); },
         [state](bool success) {
-          if (!success || !state->ended) state->ticket->cancel();  // the client went away: free its sequence
+          if (!success || !state->ended) {  // the client went away: free its sequence
+            state->ticket->cancel();
+            state->observer->end(RequestOutcome::Cancelled, kClientClosedRequest);
+          }
         });
   }
 
   // A non-streaming request: waits for the whole reply (or for the server to stop).
   void answerWhole(Endpoint endpoint, const serve::ResponseIds& ids, const std::shared_ptr<RequestTicket>& ticket,
-                   httplib::Response& res) {
+                   ReplyObserver& observer, httplib::Response& res) {
     std::string text;
     std::vector<Event> events;
     for (;;) {
       events.clear();
       const bool more = ticket->wait(events, kPoll);
+      observer.observe(events);
       for (Event& e : events) {
         if (e.kind == Event::Kind::Text) {
           text += e.text;
@@ -236,6 +263,7 @@ struct OpenAiServer::Impl {
       if (!more) break;
       if (stopping) ticket->cancel();
     }
+    observer.end(RequestOutcome::Failed, 503);
     sendError(res, ApiError(503, "server_error", "The server is shutting down.", {}, "shutting_down"));
   }
 
@@ -251,6 +279,7 @@ struct OpenAiServer::Impl {
     }
     std::vector<Event> events;
     const bool more = s.ticket->wait(events, kPoll);
+    s.observer->observe(events);
     for (Event& e : events) {
       bool ok = true;
       if (e.kind == Event::Kind::Text) {
@@ -274,6 +303,7 @@ struct OpenAiServer::Impl {
     }
     if (!more) {  // closed without a final event taken here: nothing more will come
       s.ended = true;
+      s.observer->end(RequestOutcome::Failed, 500);
       sink.done();
       return true;
     }

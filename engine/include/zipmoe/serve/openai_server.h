@@ -3,7 +3,8 @@
 // Endpoints: GET /v1/models (and /v1/models/ID), POST /v1/chat/completions, POST /v1/completions
 // (both also streaming: server-sent events of chunks, ending in `data: [DONE]`; with
 // stream_options.include_usage a last chunk carries the usage), GET /health (no key needed: the
-// scheduler's counters). Bodies are read by parseGenerationRequest (zipmoe/serve/openai_request.h);
+// scheduler's counters), GET /metrics (Prometheus text: zipmoe/serve/serve_metrics.h; it needs the
+// key unless metricsPublic). Bodies are read by parseGenerationRequest (zipmoe/serve/openai_request.h);
 // every error is an OpenAI error object with its status (400 naming the field, 401 for a wrong or
 // missing key, 404 for an unknown model or path, 413 for a body over maxBodyBytes, 503 while
 // shutting down or when the queue is full). A streaming client that goes away is noticed at the
@@ -19,6 +20,7 @@
 #include <memory>
 #include <string>
 
+#include "zipmoe/serve/serve_metrics.h"
 #include "zipmoe/serve/serve_scheduler.h"
 
 namespace zipmoe {
@@ -31,6 +33,9 @@ struct ServerOptions {
   size_t maxBodyBytes = 1 << 20;
   int maxConnections = 64;         // worker threads: streams each hold one
   int heartbeatMs = 1000;          // an SSE comment this often while a stream waits
+  bool metricsPublic = false;      // GET /metrics without the key (else it needs it when there is one)
+  // What GET /metrics renders; null: the server keeps its own (without the step metrics and sources).
+  std::shared_ptr<ServeMetrics> metrics;
 };
 
 class OpenAiServer {
