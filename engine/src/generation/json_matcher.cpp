@@ -20,6 +20,8 @@ enum : uint8_t { kNumStart = 30, kNumMinus, kNumZero, kNumInt, kNumFrac0, kNumFr
 enum : uint8_t { kMatch = 40, kToolClose };
 
 constexpr int kNumberBytes = 24;
+// String: where a \u escape's surrogate pair stands.
+enum : uint8_t { kNoSurrogate = 0, kHighSeen, kNeedBackslash, kNeedU, kLowDigits };
 
 bool isDigit(uint8_t b) { return b >= '0' && b <= '9'; }
 uint64_t allBits(size_t n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1; }
@@ -79,7 +81,9 @@ int JsonMatcher::stringRoom() const {
   if (stack_.empty()) return -1;
   const Frame& f = stack_.back();
   const Node& n = node(f);
-  if (n.kind != NodeKind::String || f.phase != kBody || f.inEscape || f.hexLeft != 0 || f.utf8Left != 0) return -1;
+  if (n.kind != NodeKind::String || f.phase != kBody || f.inEscape || f.hexLeft != 0 || f.utf8Left != 0 ||
+      f.surrogate != kNoSurrogate)
+    return -1;
   return n.maxLength < 0 ? INT_MAX : n.maxLength - f.count;
 }
 
@@ -142,9 +146,12 @@ int JsonMatcher::frameRemaining(const Frame& f) const {
         default: return 1;
       }
     }
-    case NodeKind::String:
+    case NodeKind::String: {
       if (f.phase == kOpen) return n.minBytes;
-      return f.utf8Left + f.hexLeft + (f.inEscape ? 1 : 0) + std::max(0, n.minLength - f.count) + 1;
+      // A high surrogate's low half: \uDC00 (6 bytes), or what of it is left.
+      const int pair = f.surrogate == kHighSeen || f.surrogate == kNeedBackslash ? 6 : f.surrogate == kNeedU ? 5 : 0;
+      return f.utf8Left + f.hexLeft + pair + (f.inEscape ? 1 : 0) + std::max(0, n.minLength - f.count) + 1;
+    }
     case NodeKind::Number: case NodeKind::Integer: return completeable(f) ? 0 : 1;
     case NodeKind::Literal: {
       int best = INT_MAX;
@@ -317,8 +324,28 @@ bool JsonMatcher::step(uint8_t b) {
         return true;
       }
       if (f.hexLeft > 0) {
-        if (!isDigit(b) && !((b | 0x20) >= 'a' && (b | 0x20) <= 'f')) return false;
-        --f.hexLeft;
+        // Surrogates come in pairs (strict readers refuse a lone one): \uD800-\uDBFF must be
+        // followed by \uDC00-\uDFFF, which may not stand alone.
+        const bool hex = isDigit(b) || ((b | 0x20) >= 'a' && (b | 0x20) <= 'f');
+        if (!hex) return false;
+        const int digit = isDigit(b) ? b - '0' : (b | 0x20) - 'a' + 10;
+        const bool low = f.surrogate == kLowDigits;
+        if (f.hexLeft == 4 && low && digit != 0xD) return false;
+        if (f.hexLeft == 3 && f.hexHigh == 0xD && (low ? digit < 0xC : digit >= 0xC)) return false;
+        if (f.hexLeft == 4) f.hexHigh = static_cast<uint8_t>(digit);
+        if (f.hexLeft == 3 && f.hexHigh == 0xD && !low && digit >= 0x8) f.surrogate = kHighSeen;
+        if (--f.hexLeft == 0) f.surrogate = f.surrogate == kHighSeen ? kNeedBackslash : kNoSurrogate;
+        return true;
+      }
+      if (f.surrogate == kNeedBackslash) {
+        if (b != '\\') return false;
+        f.surrogate = kNeedU;
+        return true;
+      }
+      if (f.surrogate == kNeedU) {
+        if (b != 'u') return false;
+        f.surrogate = kLowDigits;
+        f.hexLeft = 4;
         return true;
       }
       if (f.inEscape) {

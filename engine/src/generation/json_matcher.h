@@ -47,6 +47,8 @@ class JsonMatcher {
     bool spaceOk = false;   // one optional space may come now
     bool inEscape = false;  // string: after a backslash
     uint8_t hexLeft = 0;    // string: \u digits still to come
+    uint8_t hexHigh = 0;    // string: the \u escape's first digit
+    uint8_t surrogate = 0;  // string: where a surrogate pair stands (json_matcher.cpp)
     uint8_t utf8Left = 0;   // string: continuation bytes still to come
     uint8_t utf8Lo = 0x80, utf8Hi = 0xBF;  // the next continuation byte's range
     uint16_t pos = 0;       // literal / key / number bytes so far

@@ -169,6 +169,9 @@ class TestConstrainedDecoding : public QObject {
     QVERIFY(!matches(g, "{\"city\":\"a\x01\",\"unit\":\"celsius\"}"));    // control byte
     QVERIFY(!matches(g, "{\"city\":\"\xC3\x28\",\"unit\":\"celsius\"}"));  // bad UTF-8
     QVERIFY(!matches(g, "{\"city\":\"\xED\xA0\x80\",\"unit\":\"celsius\"}"));  // a surrogate in UTF-8
+    QVERIFY(matches(g, "{\"city\":\"\\ud83d\\ude00\",\"unit\":\"celsius\"}"));  // an escaped pair
+    QVERIFY(!matches(g, "{\"city\":\"\\ud83dx\",\"unit\":\"celsius\"}"));   // a lone high half
+    QVERIFY(!matches(g, "{\"city\":\"\\ude00\",\"unit\":\"celsius\"}"));    // a lone low half
     // Recursion through $defs; any JSON under json_object.
     const Grammar tree = compileSchema(json::parse(
         "{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
