@@ -12,6 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve/connection_stream.h"
+#include "serve/gated_http_server.h"
+#include "serve/http_guard.h"
 #include "serve/openai_responses.h"
 #include "zipmoe/base/error.h"
 
@@ -24,6 +27,7 @@ namespace {
 constexpr auto kPoll = std::chrono::milliseconds(100);
 constexpr const char* kJson = "application/json";
 constexpr int kListenBacklog = 1024;  // pending connections the kernel queues before accept
+constexpr auto kDrainTime = std::chrono::seconds(10);  // stop() waits this long at most for open requests
 
 int64_t unixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -32,6 +36,30 @@ int64_t unixNow() {
 void sendError(httplib::Response& res, const ApiError& e) {
   res.status = e.status();
   res.set_content(e.toJson(), kJson);
+}
+
+ApiError shuttingDown() { return ApiError(503, "server_error", "The server is shutting down.", {}, "shutting_down"); }
+
+// The client of the request this worker serves closed its connection: nobody will read the reply.
+bool clientGone() {
+  const serve::ConnectionStream* s = serve::ConnectionStream::current();
+  return s != nullptr && s->peerClosed();
+}
+
+// Counts a generation request from its handler's start until its reply is written (a stream's state
+// holds one): stop() waits for them to end before the listener stops.
+struct OpenRequest {
+  explicit OpenRequest(std::atomic<int>& n) : count(n) { ++count; }
+  ~OpenRequest() { --count; }
+  OpenRequest(const OpenRequest&) = delete;
+  OpenRequest& operator=(const OpenRequest&) = delete;
+  std::atomic<int>& count;
+};
+
+serve::GatedServerOptions gateOptions(const ServerOptions& o) {
+  const int workers = std::max(o.maxConnections, 4);
+  return serve::GatedServerOptions{workers, std::chrono::seconds(o.readTimeoutSeconds), 64 * 1024,
+                                   static_cast<size_t>(std::max(256, 4 * workers)), std::chrono::milliseconds(5000)};
 }
 
 bool sameKey(const std::string& a, const std::string& b) {  // constant time in the key's length
@@ -48,6 +76,7 @@ struct Stream {
   bool includeUsage = false;
   bool opened = false, ended = false;
   std::chrono::steady_clock::time_point lastWrite = std::chrono::steady_clock::now();
+  std::unique_ptr<OpenRequest> open;
 };
 
 bool sendEvent(httplib::DataSink& sink, const std::string& payload) {
@@ -60,19 +89,23 @@ bool sendEvent(httplib::DataSink& sink, const std::string& payload) {
 struct OpenAiServer::Impl {
   ServeScheduler& scheduler;
   ServerOptions options;
-  httplib::Server server;
+  serve::GatedHttpServer server;
+  const serve::HttpGuard guard;
   std::thread listener;
   std::atomic<bool> stopping{false};
+  std::atomic<int> openRequests{0};
   std::atomic<uint64_t> nextResponse{1};
   int port = 0;
   int listenFd = -1;  // the bound socket: httplib's socket-options hook reports it, inside start()
   const int64_t created = unixNow();
 
-  Impl(ServeScheduler& s, ServerOptions o) : scheduler(s), options(std::move(o)) {}
+  Impl(ServeScheduler& s, ServerOptions o)
+      : scheduler(s),
+        options(std::move(o)),
+        server(gateOptions(options)),
+        guard(serve::HttpGuardOptions{options.host, options.allowedHosts, options.corsOrigins, options.maxBodyBytes}) {}
 
   void routes() {
-    const int threads = std::max(options.maxConnections, 4);
-    server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     server.set_payload_max_length(options.maxBodyBytes);
     server.set_keep_alive_timeout(2);
     // httplib's own options (SO_REUSEPORT) would let a second server share the port; SO_REUSEADDR
@@ -82,9 +115,16 @@ struct OpenAiServer::Impl {
       ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
       listenFd = sock;
     });
-    server.set_read_timeout(10, 0);
-
+    // Before the body is read (docs/SERVER.md, "Safety on a desktop"): Host, Content-Type, the
+    // declared length, CORS; then the key.
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (const auto refusal = guard.refusal(req)) {
+        sendError(res, *refusal);
+        serve::ConnectionStream* s = serve::ConnectionStream::current();
+        if (s != nullptr && serve::bodyLeftUnread(req)) s->closeAfterReply();
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (guard.answerCors(req, res)) return httplib::Server::HandlerResponse::Handled;
       if (options.apiKey.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
       const std::string auth = req.get_header_value("Authorization");
       if (auth.empty()) {
@@ -102,7 +142,14 @@ struct OpenAiServer::Impl {
 
     server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
-      if (res.status == 413) {
+      serve::ConnectionStream* s = serve::ConnectionStream::current();
+      if (s != nullptr && res.status == 400) s->closeAfterReply();  // httplib could not read the request
+      if (s != nullptr && s->readTimedOut()) {
+        sendError(res, ApiError(408, "invalid_request_error",
+                                "The request body did not arrive in time (" + std::to_string(options.readTimeoutSeconds) +
+                                    " s, plus 1 s per 64 KiB it declares).",
+                                "body", "request_timeout"));
+      } else if (res.status == 413) {
         sendError(res, ApiError(413, "invalid_request_error",
                                 "The request body is larger than this server accepts (" +
                                     std::to_string(options.maxBodyBytes) + " bytes).",
@@ -173,6 +220,11 @@ struct OpenAiServer::Impl {
   }
 
   void generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+    auto open = std::make_unique<OpenRequest>(openRequests);  // counted before `stopping` is read: see stop()
+    if (stopping) {
+      sendError(res, shuttingDown());
+      return;
+    }
     GenerationRequest request;
     try {
       request = parseGenerationRequest(endpoint, req.body);
@@ -205,6 +257,7 @@ struct OpenAiServer::Impl {
     state->endpoint = endpoint;
     state->ids = ids;
     state->includeUsage = includeUsage;
+    state->open = std::move(open);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
@@ -214,12 +267,18 @@ struct OpenAiServer::Impl {
         });
   }
 
-  // A non-streaming request: waits for the whole reply (or for the server to stop).
+  // A non-streaming request: waits for the whole reply, for the server to stop (503), or for its
+  // client to go away (the ticket is cancelled: its sequence is freed at the next step).
   void answerWhole(Endpoint endpoint, const serve::ResponseIds& ids, const std::shared_ptr<RequestTicket>& ticket,
                    httplib::Response& res) {
     std::string text;
     std::vector<Event> events;
     for (;;) {
+      if (clientGone()) {
+        ticket->cancel();
+        sendError(res, ApiError(499, "invalid_request_error", "The client closed the request.", {}, "cancelled"));
+        return;
+      }
       events.clear();
       const bool more = ticket->wait(events, kPoll);
       for (Event& e : events) {
@@ -233,10 +292,10 @@ struct OpenAiServer::Impl {
           return;
         }
       }
-      if (!more) break;
-      if (stopping) ticket->cancel();
+      if (!more || stopping) break;
     }
-    sendError(res, ApiError(503, "server_error", "The server is shutting down.", {}, "shutting_down"));
+    ticket->cancel();
+    sendError(res, shuttingDown());
   }
 
   // One call of httplib's content provider: waits a little for events and writes them.
@@ -249,6 +308,7 @@ struct OpenAiServer::Impl {
       s.opened = true;
       if (!wrote(sendEvent(sink, serve::openingChunk(s.endpoint, s.ids, s.includeUsage)))) return false;
     }
+    if (clientGone()) return false;  // the releaser cancels
     std::vector<Event> events;
     const bool more = s.ticket->wait(events, kPoll);
     for (Event& e : events) {
@@ -275,9 +335,13 @@ struct OpenAiServer::Impl {
       sink.done();
       return true;
     }
-    if (stopping) {
+    if (stopping) {  // an error event, then [DONE]: the client knows the reply is cut, and why
+      s.ended = true;
       s.ticket->cancel();
-      return true;  // the ticket closes with a Failed event, written next time
+      bool ok = sendEvent(sink, shuttingDown().toJson());
+      if (ok) ok = sink.write("data: [DONE]\n\n", 14);
+      if (ok) sink.done();
+      return ok;
     }
     if (std::chrono::steady_clock::now() - s.lastWrite >= std::chrono::milliseconds(options.heartbeatMs)) {
       static constexpr char kBeat[] = ": keep-alive\n\n";
@@ -319,6 +383,10 @@ int OpenAiServer::start() {
 void OpenAiServer::stop() {
   Impl& m = *impl_;
   m.stopping = true;
+  // Open requests now answer 503 and streams end with a shutting_down event and [DONE], within a poll
+  // interval; the listener must not stop before (httplib stops writing a stream once it does).
+  const auto until = std::chrono::steady_clock::now() + kDrainTime;
+  while (m.openRequests > 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(kPoll / 10);
   if (m.listener.joinable()) {
     m.server.stop();
     m.listener.join();

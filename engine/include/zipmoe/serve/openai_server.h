@@ -8,16 +8,24 @@
 // missing key, 404 for an unknown model or path, 413 for a body over maxBodyBytes, 503 while
 // shutting down or when the queue is full). A streaming client that goes away is noticed at the
 // next write (a token, or an SSE comment sent every heartbeat while it waits) and its request is
-// cancelled: the scheduler frees its sequence at its next step boundary.
+// cancelled: the scheduler frees its sequence at its next step boundary; a non-streaming client that
+// closes its connection is noticed while its handler waits (a poll of the socket) and cancelled too.
+// Safety on a desktop (docs/SERVER.md): before a body is read, the Host header must name this server,
+// a POST must be application/json with a Content-Length within maxBodyBytes, and CORS is off unless
+// corsOrigins names origins (serve/http_guard.h); a connection takes a worker only once its request
+// head has arrived, within readTimeoutSeconds, and its body must follow at a least rate
+// (serve/gated_http_server.h). stop() answers open requests 503 shutting_down and ends open streams
+// with a shutting_down error event and `data: [DONE]` before the listener stops.
 // Thread-safety: start/stop from one thread; requests are served on the server's own worker pool
 // (maxConnections threads), which talks to the scheduler's engine thread through RequestTickets.
-// Cost: one thread per open connection.
+// Cost: one thread per request being served, one for the connections waiting for a request head.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "zipmoe/serve/serve_scheduler.h"
 
@@ -31,6 +39,9 @@ struct ServerOptions {
   size_t maxBodyBytes = 1 << 20;
   int maxConnections = 64;         // worker threads: streams each hold one
   int heartbeatMs = 1000;          // an SSE comment this often while a stream waits
+  std::vector<std::string> allowedHosts;  // more names the Host header may give (--allowed-host)
+  std::vector<std::string> corsOrigins;   // web origins allowed to call (--cors); none: CORS off
+  int readTimeoutSeconds = 10;     // a request head within this; its body within this + 1 s per 64 KiB
 };
 
 class OpenAiServer {
