@@ -61,12 +61,14 @@ class TestServeSafety : public QObject {
   // Waits for a process to end (waitForFinished is false for one that already has).
   static bool finished(QProcess& p) { return p.state() == QProcess::NotRunning || p.waitForFinished(-1); }
   json health(int port = 0) { return json::parse(curlReply({url("/health", port)}).body, nullptr, false); }
-  // Reads `process`'s stdout until a line starts with `prefix`; returns that line (empty when it ended).
+  // Reads `process`'s stdout until a line starts with `prefix`; returns that line (empty when it
+  // ended first, or after kBound).
   static QByteArray waitForLine(QProcess& process, const QByteArray& prefix, QByteArray& seen) {
+    const QDeadlineTimer bound(kBound);
     for (;;) {
       for (const QByteArray& line : seen.split('\n'))
         if (line.startsWith(prefix)) return line;
-      if (process.state() == QProcess::NotRunning) return {};
+      if (process.state() == QProcess::NotRunning || bound.hasExpired()) return {};
       process.waitForReadyRead(1000);
       seen += process.readAllStandardOutput();
     }

@@ -6,10 +6,10 @@
 // scheduler's counters). Bodies are read by parseGenerationRequest (zipmoe/serve/openai_request.h);
 // every error is an OpenAI error object with its status (400 naming the field, 401 for a wrong or
 // missing key, 404 for an unknown model or path, 413 for a body over maxBodyBytes, 503 while
-// shutting down or when the queue is full). A streaming client that goes away is noticed at the
-// next write (a token, or an SSE comment sent every heartbeat while it waits) and its request is
-// cancelled: the scheduler frees its sequence at its next step boundary; a non-streaming client that
-// closes its connection is noticed while its handler waits (a poll of the socket) and cancelled too.
+// shutting down or when the queue is full). A client that goes away, streaming or not, is noticed
+// while its request waits (a poll of its socket, and for a stream a failed write of a token or of
+// the SSE comment sent every heartbeat) and its request is cancelled: the scheduler frees its
+// sequence at its next step boundary.
 // Safety on a desktop (docs/SERVER.md): before a body is read, the Host header must name this server,
 // a POST must be application/json with a Content-Length within maxBodyBytes, and CORS is off unless
 // corsOrigins names origins (serve/http_guard.h); a connection takes a worker only once its request
