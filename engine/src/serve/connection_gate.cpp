@@ -27,9 +27,10 @@ void closeSocket(int fd) {
 // empty: nothing was written to it yet), then the close.
 void refuse(int fd, int status, const char* reason, const ApiError& error) {
   const std::string body = error.toJson();
-  const std::string reply = "HTTP/1.1 " + std::to_string(status) + " " + reason +
-                            "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
-                            std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string reply =
+      "HTTP/1.1 " + std::to_string(status) + " " + reason +
+      "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
   [[maybe_unused]] const ssize_t n = ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   ::shutdown(fd, SHUT_WR);
   ::close(fd);
@@ -162,8 +163,9 @@ void ConnectionGate::run() {
       } else if (e.lingering || e.c.buffered.empty()) {
         closeSocket(e.c.fd);  // an idle keep-alive connection, or a refused client that did not close
       } else {
-        refuse(e.c.fd, 408, "Request Timeout",
-               ApiError(408, "invalid_request_error", "The request head did not arrive in time.", {}, "request_timeout"));
+        refuse(
+            e.c.fd, 408, "Request Timeout",
+            ApiError(408, "invalid_request_error", "The request head did not arrive in time.", {}, "request_timeout"));
       }
     }
     waiting.swap(still);

@@ -29,7 +29,7 @@ struct PendingConnection {
 
 class ConnectionGate {
  public:
-  static constexpr size_t kMaxHead = 64 * 1024;                        // larger heads get 431
+  static constexpr size_t kMaxHead = 64 * 1024;  // larger heads get 431
   static constexpr std::chrono::milliseconds kLingerTime{2000};
 
   // `ready` runs on the gate's thread with each connection whose head is complete; it owns the fd.

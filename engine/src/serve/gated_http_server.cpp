@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 
 #include "serve/connection_stream.h"
@@ -15,14 +14,31 @@ namespace zipmoe::serve {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+constexpr size_t kQuickWorkers = 2;
+
+// GET, HEAD and OPTIONS carry no body here and are answered at once (/health, /v1/models, a CORS
+// preflight): they have workers of their own, so that they are answered while every other worker
+// serves a long generation or a slow body.
+bool quickRequest(const std::string& head) {
+  for (const char* method : {"GET ", "HEAD ", "OPTIONS "})
+    if (head.rfind(method, 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
 class GatedHttpServer::Connections final : public httplib::TaskQueue {
  public:
   explicit Connections(GatedHttpServer& server)
       : server_(server),
         workers_(static_cast<size_t>(server.options_.workers)),
+        quickWorkers_(kQuickWorkers),
         gate_(
             [this](PendingConnection c) {
-              workers_.enqueue([this, c = std::move(c)]() mutable { server_.serve(std::move(c), gate_); });
+              httplib::ThreadPool& pool = quickRequest(c.buffered) ? quickWorkers_ : workers_;
+              pool.enqueue([this, c = std::move(c)]() mutable { server_.serve(std::move(c), gate_); });
             },
             server.options_.maxWaiting) {}
 
@@ -35,12 +51,14 @@ class GatedHttpServer::Connections final : public httplib::TaskQueue {
     server_.connections_ = nullptr;
     gate_.stop();
     workers_.shutdown();
+    quickWorkers_.shutdown();
   }
   ConnectionGate& gate() { return gate_; }
 
  private:
   GatedHttpServer& server_;
   httplib::ThreadPool workers_;
+  httplib::ThreadPool quickWorkers_;
   ConnectionGate gate_;
 };
 

@@ -21,7 +21,8 @@ std::string trimmed(const std::string& s) {
 }
 
 bool allDigits(const std::string& s) {
-  return !s.empty() && s.size() <= 5 && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+  return !s.empty() && s.size() <= 5 &&
+         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
 // The name of a Host header ("Name:8080", "[::1]:8080", "name"): lower case, without brackets or
@@ -80,8 +81,9 @@ std::optional<ApiError> HttpGuard::refusal(const httplib::Request& req) const {
   if (req.method == "OPTIONS") {
     const std::string origin = req.get_header_value("Origin");
     if (options_.corsOrigins.empty())
-      return forbidden("Cross-origin requests are off: start the server with --cors ORIGIN to allow a web page's origin.",
-                       "Origin", "cors_disabled");
+      return forbidden(
+          "Cross-origin requests are off: start the server with --cors ORIGIN to allow a web page's origin.", "Origin",
+          "cors_disabled");
     if (!originAllowed(origin))
       return forbidden("The origin '" + origin + "' is not allowed: the server allows --cors origins only.", "Origin",
                        "origin_not_allowed");
@@ -106,8 +108,9 @@ std::optional<ApiError> HttpGuard::refusal(const httplib::Request& req) const {
   const std::string type = req.get_header_value("Content-Type");
   if (lower(trimmed(type.substr(0, type.find(';')))) != "application/json")
     return ApiError(415, "invalid_request_error",
-                    type.empty() ? std::string("The request has no Content-Type: send 'Content-Type: application/json'.")
-                                 : "The Content-Type '" + type + "' is not accepted: send 'Content-Type: application/json'.",
+                    type.empty()
+                        ? std::string("The request has no Content-Type: send 'Content-Type: application/json'.")
+                        : "The Content-Type '" + type + "' is not accepted: send 'Content-Type: application/json'.",
                     "Content-Type", "unsupported_media_type");
   return std::nullopt;
 }
