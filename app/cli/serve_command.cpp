@@ -2,8 +2,9 @@
 //
 // Opens the engine (with the runtime options, like generate and chat), starts its generation core
 // (the serving scheduler, zipmoe/serve/serve_scheduler.h, with this command's batch and policy) and the
-// HTTP server (zipmoe/serve/openai_server.h) on loopback unless --host says otherwise, prints
-// "zipmoe: listening on http://HOST:PORT" on stdout, and serves until SIGTERM or SIGINT: then it
+// HTTP server (zipmoe/serve/openai_server.h) on loopback unless --host says otherwise (another address
+// needs an API key, or --allow-no-key), prints
+// "zipmoe: listening on http://HOST:PORT" on stdout (an IPv6 host in brackets), and serves until SIGTERM or SIGINT: then it
 // stops accepting, fails the requests still open with 503 and frees their sequences, joins every thread and exits 0. The signals are blocked in every thread (the mask is set
 // before the engine starts its threads) and taken by the main thread with sigwait.
 // GET /metrics (Prometheus text, zipmoe/serve/serve_metrics.h) is fed by the scheduler's onStep, the
@@ -25,6 +26,7 @@
 #include "distributed_options.h"
 #include "runtime_options.h"
 #include "zipmoe/base/error.h"
+#include "zipmoe/serve/listen_address.h"
 #include "zipmoe/serve/openai_server.h"
 #include "zipmoe/serve/serve_scheduler.h"
 
@@ -33,11 +35,14 @@ namespace {
 
 std::vector<OptionSpec> serveOptionSpecs() {
   std::vector<OptionSpec> o = {
-      {"--host", "ADDR", "the address to listen on (default 127.0.0.1: loopback only)"},
+      {"--host", "ADDR", "the address to listen on (default 127.0.0.1: loopback only; another needs --api-key)"},
       {"--port", "N", "the port (default 8080; 0 = any free port, printed)"},
       {"--api-key", "KEY", "require 'Authorization: Bearer KEY' on every /v1 request"},
       {"--api-key-file", "FILE", "the same, the key read from FILE (its first line)"},
       {"--metrics-public", "", "serve GET /metrics without the API key (Prometheus scrapers)"},
+      {"--allow-no-key", "", "serve a non-loopback --host without an API key (anyone who reaches it may use it)"},
+      {"--allowed-host", "NAME", "also accept this name in the Host header", true},
+      {"--cors", "ORIGIN", "let web pages of ORIGIN (http://host[:port]) call the API (default: no cross-origin calls)", true},
       {"--model-id", "NAME", "the model's name in the API (default: MODEL's directory name)"},
       {"--max-batch", "B", "requests decoding together (1-256, default 8)"},
       {"--schedule", "fcfs|coserve", "admission policy (default fcfs; coserve: fewest expert loads, with aging)"},
@@ -48,7 +53,8 @@ std::vector<OptionSpec> serveOptionSpecs() {
       {"--expert-floor", "PCT", "with --budget: the least share of it the experts keep (0-100, default 50)"},
       {"--default-max-tokens", "N", "max_tokens of a request that names none (default 256)"},
       {"--max-body", "SIZE", "the largest request body accepted (default 1M)"},
-      {"--max-connections", "N", "connections served at once (4-1024, default 64)"},
+      {"--max-connections", "N", "requests served at once (4-1024, default 64; connections still sending a request wait apart)"},
+      {"--read-timeout", "S", "a request's head within S seconds, its body within S + 1 per 64 KiB (1-3600, default 10)"},
       {"--dtype", "auto|bf16|fp32", "compute type (auto: bf16 where the CPU has it)"},
       {"--threads", "N", "compute threads (0 = every CPU this process may use, up to 4096)"},
       contextOverflowOptionSpec(),
@@ -68,6 +74,22 @@ const CommandSpec& serveSpec() {
       "requests wait for memory instead of exceeding it. With --replay-trace TSV (benchmarks), the n-th admitted request\n"
       "is routed from the trace's prompt n mod its prompts. docs/SERVER.md lists the OpenAI fields mapped and refused."};
   return spec;
+}
+
+// An origin as browsers send it: scheme://host[:port], nothing after.
+std::string checkedOrigin(const std::string& origin) {
+  const size_t scheme = origin.find("://");
+  const bool ok = scheme != std::string::npos && scheme > 0 && origin.size() > scheme + 3 &&
+                  origin.find_first_of("/?# ", scheme + 3) == std::string::npos;
+  if (!ok)
+    throw Error("option --cors: '" + origin + "' is not an origin: give scheme://host[:port], e.g. http://localhost:3000");
+  return origin;
+}
+
+std::string checkedHostName(const std::string& name) {
+  if (name.empty() || name.find_first_of("/?# @") != std::string::npos)
+    throw Error("option --allowed-host: '" + name + "' is not a host name: give a name such as my-pc.lan");
+  return name;
 }
 
 std::string readKeyFile(const std::string& path) {
@@ -97,6 +119,13 @@ int runServe(const Args& args) {
     server.apiKey = *k;
   }
   if (const auto f = line.text("--api-key-file")) server.apiKey = readKeyFile(*f);
+  if (!isLoopbackHost(server.host) && server.apiKey.empty() && !line.has("--allow-no-key"))
+    throw Error("option --host: '" + server.host +
+                "' is not a loopback address, and without an API key anyone who reaches this machine could use the "
+                "server: give --api-key KEY (or --api-key-file FILE), or --allow-no-key to serve without one");
+  for (const std::string& h : line.texts("--allowed-host")) server.allowedHosts.push_back(checkedHostName(h));
+  for (const std::string& o : line.texts("--cors")) server.corsOrigins.push_back(checkedOrigin(o));
+  server.readTimeoutSeconds = line.integer<int>("--read-timeout", 1, 3600, 10);
   server.modelId = line.text("--model-id", std::filesystem::absolute(dir).lexically_normal().filename().string());
   if (server.modelId.empty()) server.modelId = "zipmoe";
   server.metricsPublic = line.has("--metrics-public");
@@ -150,9 +179,15 @@ int runServe(const Args& args) {
   server.metrics->setSources({engine->sharedRuntime(), [] { return remoteExpertCalls(); }});
   OpenAiServer http(scheduler, server);
   const int port = http.start();
-  std::printf("zipmoe: listening on http://%s:%d (model '%s', schedule %s, max batch %d%s)\n", server.host.c_str(),
-              port, server.modelId.c_str(), schedulePolicyName(serve.policy), serve.maxBatch,
+  std::printf("zipmoe: listening on %s (model '%s', schedule %s, max batch %d%s)\n", httpUrl(server.host, port).c_str(),
+              server.modelId.c_str(), schedulePolicyName(serve.policy), serve.maxBatch,
               server.apiKey.empty() ? "" : ", API key required");
+  if (isWildcardHost(server.host))
+    std::fprintf(stderr,
+                 "zipmoe: listening on every interface (%s): this machine reaches it at %s, other machines at this "
+                 "machine's address, port %d\n",
+                 server.host.c_str(), httpUrl(server.host.find(':') == std::string::npos ? "127.0.0.1" : "::1", port).c_str(),
+                 port);
   if (engine->requestRouting())
     std::fprintf(stderr, "zipmoe: routing replayed from %s, one of its %d prompts per request\n",
                  replayTrace.filename().string().c_str(), engine->requestRouting()->trace().numPrompts());

@@ -13,6 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve/connection_stream.h"
+#include "serve/gated_http_server.h"
+#include "serve/http_guard.h"
 #include "serve/openai_responses.h"
 #include "zipmoe/base/error.h"
 
@@ -27,6 +30,7 @@ constexpr const char* kJson = "application/json";
 constexpr const char* kPrometheusText = "text/plain; version=0.0.4; charset=utf-8";
 constexpr int kClientClosedRequest = 499;  // nginx's status for a client that went away first
 constexpr int kListenBacklog = 1024;  // pending connections the kernel queues before accept
+constexpr auto kDrainTime = std::chrono::seconds(10);  // stop() waits this long at most for open requests
 
 int64_t unixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -35,6 +39,30 @@ int64_t unixNow() {
 void sendError(httplib::Response& res, const ApiError& e) {
   res.status = e.status();
   res.set_content(e.toJson(), kJson);
+}
+
+ApiError shuttingDown() { return ApiError(503, "server_error", "The server is shutting down.", {}, "shutting_down"); }
+
+// The client of the request this worker serves closed its connection: nobody will read the reply.
+bool clientGone() {
+  const serve::ConnectionStream* s = serve::ConnectionStream::current();
+  return s != nullptr && s->peerClosed();
+}
+
+// Counts a generation request from its handler's start until its reply is written (a stream's state
+// holds one): stop() waits for them to end before the listener stops.
+struct OpenRequest {
+  explicit OpenRequest(std::atomic<int>& n) : count(n) { ++count; }
+  ~OpenRequest() { --count; }
+  OpenRequest(const OpenRequest&) = delete;
+  OpenRequest& operator=(const OpenRequest&) = delete;
+  std::atomic<int>& count;
+};
+
+serve::GatedServerOptions gateOptions(const ServerOptions& o) {
+  const int workers = std::max(o.maxConnections, 4);
+  return serve::GatedServerOptions{workers, std::chrono::seconds(o.readTimeoutSeconds), 64 * 1024,
+                                   static_cast<size_t>(std::max(256, 4 * workers)), std::chrono::milliseconds(5000)};
 }
 
 bool sameKey(const std::string& a, const std::string& b) {  // constant time in the key's length
@@ -52,6 +80,7 @@ struct Stream {
   bool opened = false, ended = false;
   std::optional<ReplyObserver> observer;
   std::chrono::steady_clock::time_point lastWrite = std::chrono::steady_clock::now();
+  std::unique_ptr<OpenRequest> open;
 };
 
 bool sendEvent(httplib::DataSink& sink, const std::string& payload) {
@@ -64,9 +93,11 @@ bool sendEvent(httplib::DataSink& sink, const std::string& payload) {
 struct OpenAiServer::Impl {
   ServeScheduler& scheduler;
   ServerOptions options;
-  httplib::Server server;
+  serve::GatedHttpServer server;
+  const serve::HttpGuard guard;
   std::thread listener;
   std::atomic<bool> stopping{false};
+  std::atomic<int> openRequests{0};
   std::atomic<uint64_t> nextResponse{1};
   int port = 0;
   int listenFd = -1;  // the bound socket: httplib's socket-options hook reports it, inside start()
@@ -75,7 +106,11 @@ struct OpenAiServer::Impl {
   std::shared_ptr<ServeMetrics> metrics;
 
   Impl(ServeScheduler& s, ServerOptions o)
-      : scheduler(s), options(std::move(o)), metrics(options.metrics ? options.metrics : std::make_shared<ServeMetrics>()) {}
+      : scheduler(s),
+        options(std::move(o)),
+        server(gateOptions(options)),
+        guard(serve::HttpGuardOptions{options.host, options.allowedHosts, options.corsOrigins, options.maxBodyBytes}),
+        metrics(options.metrics ? options.metrics : std::make_shared<ServeMetrics>()) {}
 
   bool needsKey(const std::string& path) const {
     return path.rfind("/v1/", 0) == 0 || (path == "/metrics" && !options.metricsPublic);
@@ -87,8 +122,6 @@ struct OpenAiServer::Impl {
   }
 
   void routes() {
-    const int threads = std::max(options.maxConnections, 4);
-    server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     server.set_payload_max_length(options.maxBodyBytes);
     server.set_keep_alive_timeout(2);
     // httplib's own options (SO_REUSEPORT) would let a second server share the port; SO_REUSEADDR
@@ -98,9 +131,16 @@ struct OpenAiServer::Impl {
       ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
       listenFd = sock;
     });
-    server.set_read_timeout(10, 0);
-
+    // Before the body is read (docs/SERVER.md, "Safety on a desktop"): Host, Content-Type, the
+    // declared length, CORS; then the key.
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (const auto refusal = guard.refusal(req)) {
+        refuse(req, res, *refusal);
+        serve::ConnectionStream* s = serve::ConnectionStream::current();
+        if (s != nullptr && serve::bodyLeftUnread(req)) s->closeAfterReply();
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (guard.answerCors(req, res)) return httplib::Server::HandlerResponse::Handled;
       if (options.apiKey.empty() || !needsKey(req.path)) return httplib::Server::HandlerResponse::Unhandled;
       const std::string auth = req.get_header_value("Authorization");
       if (auth.empty()) {
@@ -118,7 +158,14 @@ struct OpenAiServer::Impl {
 
     server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
-      if (res.status == 413) {
+      serve::ConnectionStream* s = serve::ConnectionStream::current();
+      if (s != nullptr && res.status == 400) s->closeAfterReply();  // httplib could not read the request
+      if (s != nullptr && s->readTimedOut()) {
+        refuse(req, res, ApiError(408, "invalid_request_error",
+                                "The request body did not arrive in time (" + std::to_string(options.readTimeoutSeconds) +
+                                    " s, plus 1 s per 64 KiB it declares).",
+                                "body", "request_timeout"));
+      } else if (res.status == 413) {
         refuse(req, res, ApiError(413, "invalid_request_error",
                                 "The request body is larger than this server accepts (" +
                                     std::to_string(options.maxBodyBytes) + " bytes).",
@@ -193,6 +240,12 @@ struct OpenAiServer::Impl {
 
   void generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
     ReplyObserver observer(*metrics, req.path);
+    auto open = std::make_unique<OpenRequest>(openRequests);  // counted before `stopping` is read: see stop()
+    if (stopping) {
+      observer.end(RequestOutcome::Refused, 503);
+      sendError(res, shuttingDown());
+      return;
+    }
     GenerationRequest request;
     try {
       request = parseGenerationRequest(endpoint, req.body);
@@ -228,6 +281,7 @@ struct OpenAiServer::Impl {
     state->ids = ids;
     state->includeUsage = includeUsage;
     state->observer = std::move(observer);
+    state->open = std::move(open);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
@@ -240,12 +294,19 @@ struct OpenAiServer::Impl {
         });
   }
 
-  // A non-streaming request: waits for the whole reply (or for the server to stop).
+  // A non-streaming request: waits for the whole reply, for the server to stop (503), or for its
+  // client to go away (the ticket is cancelled: its sequence is freed at the next step).
   void answerWhole(Endpoint endpoint, const serve::ResponseIds& ids, const std::shared_ptr<RequestTicket>& ticket,
                    ReplyObserver& observer, httplib::Response& res) {
     std::string text;
     std::vector<Event> events;
     for (;;) {
+      if (clientGone()) {
+        ticket->cancel();
+        observer.end(RequestOutcome::Cancelled, kClientClosedRequest);
+        sendError(res, ApiError(kClientClosedRequest, "invalid_request_error", "The client closed the request.", {}, "cancelled"));
+        return;
+      }
       events.clear();
       const bool more = ticket->wait(events, kPoll);
       observer.observe(events);
@@ -260,11 +321,11 @@ struct OpenAiServer::Impl {
           return;
         }
       }
-      if (!more) break;
-      if (stopping) ticket->cancel();
+      if (!more || stopping) break;
     }
     observer.end(RequestOutcome::Failed, 503);
-    sendError(res, ApiError(503, "server_error", "The server is shutting down.", {}, "shutting_down"));
+    ticket->cancel();
+    sendError(res, shuttingDown());
   }
 
   // One call of httplib's content provider: waits a little for events and writes them.
@@ -277,6 +338,7 @@ struct OpenAiServer::Impl {
       s.opened = true;
       if (!wrote(sendEvent(sink, serve::openingChunk(s.endpoint, s.ids, s.includeUsage)))) return false;
     }
+    if (clientGone()) return false;  // the releaser cancels
     std::vector<Event> events;
     const bool more = s.ticket->wait(events, kPoll);
     s.observer->observe(events);
@@ -307,9 +369,13 @@ struct OpenAiServer::Impl {
       sink.done();
       return true;
     }
-    if (stopping) {
+    if (stopping) {  // an error event, then [DONE]: the client knows the reply is cut, and why
+      s.ended = true;
       s.ticket->cancel();
-      return true;  // the ticket closes with a Failed event, written next time
+      bool ok = sendEvent(sink, shuttingDown().toJson());
+      if (ok) ok = sink.write("data: [DONE]\n\n", 14);
+      if (ok) sink.done();
+      return ok;
     }
     if (std::chrono::steady_clock::now() - s.lastWrite >= std::chrono::milliseconds(options.heartbeatMs)) {
       static constexpr char kBeat[] = ": keep-alive\n\n";
@@ -351,6 +417,10 @@ int OpenAiServer::start() {
 void OpenAiServer::stop() {
   Impl& m = *impl_;
   m.stopping = true;
+  // Open requests now answer 503 and streams end with a shutting_down event and [DONE], within a poll
+  // interval; the listener must not stop before (httplib stops writing a stream once it does).
+  const auto until = std::chrono::steady_clock::now() + kDrainTime;
+  while (m.openRequests > 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(kPoll / 10);
   if (m.listener.joinable()) {
     m.server.stop();
     m.listener.join();

@@ -1,12 +1,14 @@
-// The server tests' shared pieces: `zipmoe serve` started as its own process on the demo model and
-// spoken to with curl. startServer waits for the "listening on" line and returns the port it names;
-// curl returns the status, the content type and the body.
+// The server tests' shared pieces: `zipmoe serve` started as its own process on a free loopback port
+// (--port 0; it prints the URL, the port is read from it) and spoken to with curl. startServer waits
+// for the "listening on" line and returns the port it names; curl returns the status, the response
+// headers, the content type and the body.
 // Thread-safety: the test's thread. Cost: a process per call.
 #pragma once
 
 #include <QProcess>
 #include <QStringList>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -14,18 +16,20 @@
 namespace zipmoe::testing {
 
 inline std::filesystem::path demoModel() { return std::filesystem::path(ZIPMOE_SOURCE_DIR) / "resources/demo-model"; }
+inline QString serveScript(const QString& name) { return QString(ZIPMOE_SOURCE_DIR) + "/tests/app/serve/" + name; }
 
 struct HttpReply {
-  int code = 0;  // HTTP status (0: curl could not run)
-  std::string contentType;
+  int code = 0;             // HTTP status (0: curl could not run, or no reply)
+  std::string contentType;  // as sent (its case kept)
+  std::string headers;      // the response's header lines, lower case
   std::string body;
 };
 
-// curl ARGS… (-sS with a generous timeout is added).
+// curl ARGS… (-sS with a generous timeout is added; curl -D - writes the headers before the body and
+// -w the content type and the status after it).
 inline HttpReply curl(QStringList args) {
   QProcess p;
-  args = QStringList{"-sS", "--max-time", "600", "-w", "\n%{content_type}\n%{http_code}"} + args;
-  p.start("curl", args);
+  p.start("curl", QStringList{"-sS", "--max-time", "600", "-D", "-", "-w", "\n%{content_type}\n%{http_code}"} + args);
   if (!p.waitForFinished(-1)) return {};
   const std::string out = p.readAllStandardOutput().toStdString();
   const size_t codeLine = out.rfind('\n');
@@ -33,32 +37,36 @@ inline HttpReply curl(QStringList args) {
   const size_t typeLine = out.rfind('\n', codeLine - 1);
   if (typeLine == std::string::npos) return {};
   HttpReply r;
-  r.body = out.substr(0, typeLine);
-  r.contentType = out.substr(typeLine + 1, codeLine - typeLine - 1);
   r.code = std::atoi(out.substr(codeLine + 1).c_str());
+  r.contentType = out.substr(typeLine + 1, codeLine - typeLine - 1);
+  const std::string all = out.substr(0, typeLine);
+  const size_t end = all.find("\r\n\r\n");
+  r.headers = all.substr(0, end);
+  for (char& c : r.headers) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  r.body = end == std::string::npos ? std::string() : all.substr(end + 4);
   return r;
 }
 
-// Starts `zipmoe serve MODEL --port 0 ARGS…` (MODEL: the demo model unless given) and returns the port it printed once it listens (0 when
-// it ended first, or bound another address than loopback's: a warning says why).
-inline int startServer(QProcess& process, const QStringList& args, const std::filesystem::path& model = demoModel()) {
+// Starts `zipmoe serve MODEL --port 0 ARGS…` and returns the port it printed once it listens, 0 when
+// it ended first. `firstLine` (optional) gets the line it printed, or its stderr when it ended.
+inline int startServer(QProcess& process, const QStringList& args, const std::filesystem::path& model = demoModel(),
+                       QByteArray* firstLine = nullptr) {
   process.setProcessChannelMode(QProcess::SeparateChannels);
   process.start(ZIPMOE_CLI_PATH, QStringList{"serve", QString::fromStdString(model.string()), "--port", "0"} + args);
   if (!process.waitForStarted(-1)) return 0;
   QByteArray out;
   while (!out.contains('\n')) {
     if (process.state() != QProcess::Running) {
-      qWarning("zipmoe serve ended: %s", process.readAllStandardError().constData());
+      const QByteArray err = process.readAllStandardError();
+      if (firstLine) *firstLine = err;
+      else qWarning("zipmoe serve ended: %s", err.constData());
       return 0;
     }
     process.waitForReadyRead(1000);
     out += process.readAllStandardOutput();
   }
+  if (firstLine) *firstLine = out.left(out.indexOf('\n'));
   const qsizetype colon = out.lastIndexOf(':', out.indexOf(" (model"));
-  if (!out.contains("http://127.0.0.1:")) {
-    qWarning("does not bind loopback by default: %s", out.constData());
-    return 0;
-  }
   return out.mid(colon + 1, out.indexOf(' ', colon) - colon - 1).toInt();
 }
 

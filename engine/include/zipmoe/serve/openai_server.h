@@ -7,18 +7,26 @@
 // key unless metricsPublic). Bodies are read by parseGenerationRequest (zipmoe/serve/openai_request.h);
 // every error is an OpenAI error object with its status (400 naming the field, 401 for a wrong or
 // missing key, 404 for an unknown model or path, 413 for a body over maxBodyBytes, 503 while
-// shutting down or when the queue is full). A streaming client that goes away is noticed at the
-// next write (a token, or an SSE comment sent every heartbeat while it waits) and its request is
-// cancelled: the scheduler frees its sequence at its next step boundary.
+// shutting down or when the queue is full). A client that goes away, streaming or not, is noticed
+// while its request waits (a poll of its socket, and for a stream a failed write of a token or of
+// the SSE comment sent every heartbeat) and its request is cancelled: the scheduler frees its
+// sequence at its next step boundary.
+// Safety on a desktop (docs/SERVER.md): before a body is read, the Host header must name this server,
+// a POST must be application/json with a Content-Length within maxBodyBytes, and CORS is off unless
+// corsOrigins names origins (serve/http_guard.h); a connection takes a worker only once its request
+// head has arrived, within readTimeoutSeconds, and its body must follow at a least rate
+// (serve/gated_http_server.h). stop() answers open requests 503 shutting_down and ends open streams
+// with a shutting_down error event and `data: [DONE]` before the listener stops.
 // Thread-safety: start/stop from one thread; requests are served on the server's own worker pool
 // (maxConnections threads), which talks to the scheduler's engine thread through RequestTickets.
-// Cost: one thread per open connection.
+// Cost: one thread per request being served, one for the connections waiting for a request head.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "zipmoe/serve/serve_metrics.h"
 #include "zipmoe/serve/serve_scheduler.h"
@@ -36,6 +44,9 @@ struct ServerOptions {
   bool metricsPublic = false;      // GET /metrics without the key (else it needs it when there is one)
   // What GET /metrics renders; null: the server keeps its own (without the step metrics and sources).
   std::shared_ptr<ServeMetrics> metrics;
+  std::vector<std::string> allowedHosts;  // more names the Host header may give (--allowed-host)
+  std::vector<std::string> corsOrigins;   // web origins allowed to call (--cors); none: CORS off
+  int readTimeoutSeconds = 10;     // a request head within this; its body within this + 1 s per 64 KiB
 };
 
 class OpenAiServer {
