@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve/anthropic_routes.h"
+#include "serve/api_key.h"
 #include "serve/openai_responses.h"
 #include "zipmoe/base/error.h"
 
@@ -32,12 +34,6 @@ int64_t unixNow() {
 void sendError(httplib::Response& res, const ApiError& e) {
   res.status = e.status();
   res.set_content(e.toJson(), kJson);
-}
-
-bool sameKey(const std::string& a, const std::string& b) {  // constant time in the key's length
-  unsigned diff = a.size() == b.size() ? 0u : 1u;
-  for (size_t i = 0; i < b.size(); ++i) diff |= static_cast<unsigned>(static_cast<unsigned char>(i < a.size() ? a[i] : 0) ^ static_cast<unsigned char>(b[i]));
-  return diff == 0;
 }
 
 // A stream's state, shared by httplib's content provider and its releaser.
@@ -67,6 +63,7 @@ struct OpenAiServer::Impl {
   int port = 0;
   int listenFd = -1;  // the bound socket: httplib's socket-options hook reports it, inside start()
   const int64_t created = unixNow();
+  serve::AnthropicRoutes anthropic{scheduler, options, stopping};  // /v1/messages (anthropic_routes.h)
 
   Impl(ServeScheduler& s, ServerOptions o) : scheduler(s), options(std::move(o)) {}
 
@@ -85,6 +82,7 @@ struct OpenAiServer::Impl {
     server.set_read_timeout(10, 0);
 
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (serve::AnthropicRoutes::handles(req.path)) return anthropic.authorize(req, res);
       if (options.apiKey.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
       const std::string auth = req.get_header_value("Authorization");
       if (auth.empty()) {
@@ -93,7 +91,7 @@ struct OpenAiServer::Impl {
                                 "invalid_api_key"));
         return httplib::Server::HandlerResponse::Handled;
       }
-      if (auth.rfind("Bearer ", 0) != 0 || !sameKey(auth.substr(7), options.apiKey)) {
+      if (auth.rfind("Bearer ", 0) != 0 || !serve::sameKey(auth.substr(7), options.apiKey)) {
         sendError(res, ApiError(401, "invalid_request_error", "Incorrect API key provided.", {}, "invalid_api_key"));
         return httplib::Server::HandlerResponse::Handled;
       }
@@ -103,31 +101,31 @@ struct OpenAiServer::Impl {
     server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
       if (res.status == 413) {
-        sendError(res, ApiError(413, "invalid_request_error",
+        fail(req, res, ApiError(413, "invalid_request_error",
                                 "The request body is larger than this server accepts (" +
                                     std::to_string(options.maxBodyBytes) + " bytes).",
                                 "body", "request_too_large"));
       } else if (res.status == 404) {
-        sendError(res, ApiError(404, "invalid_request_error", "Unknown request URL: " + req.method + " " + req.path + ".",
+        fail(req, res, ApiError(404, "invalid_request_error", "Unknown request URL: " + req.method + " " + req.path + ".",
                                 {}, "unknown_url"));
       } else {
-        sendError(res, ApiError(res.status, res.status >= 500 ? "server_error" : "invalid_request_error",
+        fail(req, res, ApiError(res.status, res.status >= 500 ? "server_error" : "invalid_request_error",
                                 "The request failed with HTTP status " + std::to_string(res.status) + "."));
       }
     });
 
-    server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    server.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
       try {
         if (ep) std::rethrow_exception(ep);
       } catch (const ApiError& e) {
-        sendError(res, e);
+        fail(req, res, e);
         return;
       } catch (const std::exception& e) {
-        sendError(res, ApiError(500, "server_error", std::string("Internal error: ") + e.what()));
+        fail(req, res, ApiError(500, "server_error", std::string("Internal error: ") + e.what()));
         return;
       } catch (...) {
       }
-      sendError(res, ApiError(500, "server_error", "Internal error."));
+      fail(req, res, ApiError(500, "server_error", "Internal error."));
     });
 
     server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
@@ -170,6 +168,17 @@ struct OpenAiServer::Impl {
     server.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
       generate(Endpoint::Completions, req, res);
     });
+    anthropic.addTo(server);
+  }
+
+  // The server's own errors (unknown path, body too large, an exception) in the shape of the API the
+  // path belongs to.
+  void fail(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+    if (serve::AnthropicRoutes::handles(req.path)) {
+      serve::AnthropicRoutes::sendError(res, e);
+    } else {
+      sendError(res, e);
+    }
   }
 
   void generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {

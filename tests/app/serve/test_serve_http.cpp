@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "app/serve/serve_process.h"
 #include "test_support.h"
 #include "zipmoe/chat_session.h"
 #include "zipmoe/engine.h"
@@ -29,7 +30,7 @@ using nlohmann::json;
 namespace {
 
 const QString kKey = "test-key-123";
-std::filesystem::path demoModel() { return std::filesystem::path(ZIPMOE_SOURCE_DIR) / "resources/demo-model"; }
+using testing::demoModel;
 QString clientScript() { return QString(ZIPMOE_SOURCE_DIR) + "/tests/app/serve/sse_client.py"; }
 
 struct Reply {
@@ -47,18 +48,9 @@ class TestServeHttp : public QObject {
   int port_ = 0;
   std::unique_ptr<Engine> engine_;
 
-  // curl ARGS… → status and body (the status comes last on stdout, after a newline).
   Reply curl(QStringList args) {
-    QProcess p;
-    args = QStringList{"-sS", "--max-time", "600", "-w", "\n%{http_code}"} + args;
-    p.start("curl", args);
-    if (!p.waitForFinished(-1)) return {};
-    const std::string out = p.readAllStandardOutput().toStdString();
-    const size_t nl = out.rfind('\n');
-    Reply r;
-    r.body = nl == std::string::npos ? std::string() : out.substr(0, nl);
-    r.code = std::atoi(out.substr(nl == std::string::npos ? 0 : nl + 1).c_str());
-    return r;
+    const testing::HttpReply r = testing::runCurl(std::move(args));
+    return {r.code, r.body};
   }
   QString url(const QString& path) const { return QString("http://127.0.0.1:%1%2").arg(port_).arg(path); }
   Reply post(const QString& path, const std::string& body, const QString& key = kKey) {
@@ -76,26 +68,9 @@ class TestServeHttp : public QObject {
   }
   json health() { return json::parse(curl({url("/health")}).body, nullptr, false); }
 
-  // Starts `zipmoe serve` on the demo model (fp32, the test key, a free loopback port) with `extra`
-  // options, and returns the port it printed once it listens (0 on a failure, with a test failure).
+  // Starts `zipmoe serve` on the demo model with the test key and `extra` options; returns its port.
   int startServer(QProcess& process, const QStringList& extra) {
-    process.setProcessChannelMode(QProcess::SeparateChannels);
-    process.start(ZIPMOE_CLI_PATH, QStringList{"serve", QString::fromStdString(demoModel().string()), "--port", "0",
-                                               "--api-key", kKey, "--dtype", "fp32"} + extra);
-    if (!process.waitForStarted(-1)) return 0;
-    // The port comes on stdout once the server listens.
-    QByteArray out;
-    while (!out.contains('\n')) {
-      if (process.state() != QProcess::Running) {
-        qWarning("zipmoe serve ended: %s", process.readAllStandardError().constData());
-        return 0;
-      }
-      process.waitForReadyRead(1000);
-      out += process.readAllStandardOutput();
-    }
-    const qsizetype colon = out.lastIndexOf(':', out.indexOf(" (model"));
-    if (!out.contains("http://127.0.0.1:")) qWarning("does not bind loopback by default: %s", out.constData());
-    return out.contains("http://127.0.0.1:") ? out.mid(colon + 1, out.indexOf(' ', colon) - colon - 1).toInt() : 0;
+    return testing::startServe(process, QStringList{"--api-key", kKey} + extra);
   }
 
   // The reply this process's engine gives to the conversation alone (greedy).
