@@ -28,15 +28,17 @@ std::string AnthropicStream::open(int promptTokens) {
                           {"cache_creation_input_tokens", 0},
                           {"cache_read_input_tokens", 0},
                           {"output_tokens", 0}}}};
-  return sseEvent("message_start", {{"type", "message_start"}, {"message", message}}) + ping();
+  return sseEvent("message_start", {{"type", "message_start"}, {"message", message}});
 }
 
 std::string AnthropicStream::openBlock(Block kind, const json& contentBlock) {
   std::string out = closeBlock();
   open_ = kind;
   ++index_;
-  return out + sseEvent("content_block_start",
-                        {{"type", "content_block_start"}, {"index", index_}, {"content_block", contentBlock}});
+  out += sseEvent("content_block_start",
+                  {{"type", "content_block_start"}, {"index", index_}, {"content_block", contentBlock}});
+  if (index_ == 0) out += ping();  // where Anthropic sends its first ping
+  return out;
 }
 
 std::string AnthropicStream::closeBlock() {

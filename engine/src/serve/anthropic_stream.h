@@ -1,11 +1,11 @@
 // AnthropicStream — a streamed reply's RequestTicket events → Anthropic's server-sent events, as
 // text ready to write: `event: NAME\ndata: JSON\n\n`, each JSON carrying its "type".
 //
-// The grammar: message_start, ping, then content blocks — each content_block_start, its
-// content_block_delta events (text_delta {text}; input_json_delta {partial_json}), then
-// content_block_stop — then message_delta {delta: {stop_reason, stop_sequence}, usage}, and
-// message_stop; pings may come anywhere after message_start; a failure ends the stream with an
-// `error` event instead. A text block opens at the first Text event (a reply without text has no
+// The grammar, as Anthropic sends it: message_start, then content blocks — each
+// content_block_start (the first followed by a ping), its content_block_delta events (text_delta
+// {text}; input_json_delta {partial_json}), then content_block_stop — then message_delta {delta:
+// {stop_reason, stop_sequence}, usage}, and message_stop; pings may come anywhere after
+// message_start (the server's heartbeat); a failure ends the stream with an `error` event instead. A text block opens at the first Text event (a reply without text has no
 // text block), a tool_use block at each ToolCallBegin (closing the block before it); its
 // ToolCallDelta pieces are its partial_json. Calls that Finished lists but that were not streamed
 // (a core that reports them only at the end) are sent whole before message_delta.
@@ -30,7 +30,7 @@ class AnthropicStream {
   AnthropicStream(MessageIds ids, StopSequenceOf stopSequenceOf);
 
   // message_start (usage.input_tokens: the rendered prompt, before any of it is found in the cache;
-  // message_delta's usage tells the split) and a first ping.
+  // message_delta's usage tells the split).
   std::string open(int promptTokens);
   // The events' text for one ticket event. After Finished or Failed the stream has ended.
   std::string onEvent(const RequestTicket::Event& event);

@@ -141,7 +141,7 @@ class TestAnthropicStream : public QObject {
   void textReply() {
     const auto ev = run({text("Hel"), text("lo"), finished(StopReason::Eos, "Hello")});
     QCOMPARE(grammarViolation(ev), std::string());
-    QCOMPARE(names(ev), (std::vector<std::string>{"message_start", "ping", "content_block_start", "content_block_delta",
+    QCOMPARE(names(ev), (std::vector<std::string>{"message_start", "content_block_start", "ping", "content_block_delta",
                                                   "content_block_delta", "content_block_stop", "message_delta",
                                                   "message_stop"}));
     const json& m = ev[0].data["message"];
@@ -152,7 +152,7 @@ class TestAnthropicStream : public QObject {
     QVERIFY(m["content"].is_array() && m["content"].empty());
     QVERIFY(m["stop_reason"].is_null());
     QCOMPARE(m["usage"]["input_tokens"], 20);
-    QCOMPARE(ev[2].data["content_block"], json({{"type", "text"}, {"text", ""}}));
+    QCOMPARE(ev[1].data["content_block"], json({{"type", "text"}, {"text", ""}}));
     QCOMPARE(ev[3].data["delta"]["text"].get<std::string>() + ev[4].data["delta"]["text"].get<std::string>(),
              std::string("Hello"));
     const json& d = ev[6].data;
@@ -172,7 +172,7 @@ class TestAnthropicStream : public QObject {
                          piece(0, R"("Paris"})"), begin(1, "call_b", "get_time"), piece(1, "{}"),
                          finished(StopReason::ToolCalls, "Checking.", calls)});
     QCOMPARE(grammarViolation(ev), std::string());
-    QCOMPARE(names(ev), (std::vector<std::string>{"message_start", "ping", "content_block_start", "content_block_delta",
+    QCOMPARE(names(ev), (std::vector<std::string>{"message_start", "content_block_start", "ping", "content_block_delta",
                                                   "content_block_stop", "content_block_start", "content_block_delta",
                                                   "content_block_delta", "content_block_stop", "content_block_start",
                                                   "content_block_delta", "content_block_stop", "message_delta",
@@ -194,9 +194,9 @@ class TestAnthropicStream : public QObject {
   void callsReportedOnlyAtTheEnd() {
     const auto ev = run({finished(StopReason::ToolCalls, "", {{"call_z", "f", R"({"x":1})"}})});
     QCOMPARE(grammarViolation(ev), std::string());
-    QCOMPARE(names(ev), (std::vector<std::string>{"message_start", "ping", "content_block_start", "content_block_delta",
+    QCOMPARE(names(ev), (std::vector<std::string>{"message_start", "content_block_start", "ping", "content_block_delta",
                                                   "content_block_stop", "message_delta", "message_stop"}));
-    QCOMPARE(ev[2].data["index"], 0);
+    QCOMPARE(ev[1].data["index"], 0);
     QCOMPARE(ev[3].data["delta"]["partial_json"], R"({"x":1})");
   }
 
@@ -213,8 +213,8 @@ class TestAnthropicStream : public QObject {
   void emptyReplyHasNoBlocks() {
     const auto ev = run({finished(StopReason::MaxTokens, "")});
     QCOMPARE(grammarViolation(ev), std::string());
-    QCOMPARE(names(ev), (std::vector<std::string>{"message_start", "ping", "message_delta", "message_stop"}));
-    QCOMPARE(ev[2].data["delta"]["stop_reason"], "max_tokens");
+    QCOMPARE(names(ev), (std::vector<std::string>{"message_start", "message_delta", "message_stop"}));
+    QCOMPARE(ev[1].data["delta"]["stop_reason"], "max_tokens");
   }
 
   void failureIsAnErrorEvent() {
