@@ -233,12 +233,14 @@ GenerationRequest parseAnthropicRequest(AnthropicEndpoint endpoint, std::string_
   }
   if (present(body, "temperature")) {
     const double t = number(body, "temperature");
-    if (t < 0.0 || t > 1.0) throw invalidField("temperature", "'temperature' must be between 0 and 1.");
+    if (t < 0.0 || t > 1.0)
+      throw invalidField("temperature", "'temperature' must be between 0 and 1, got " + body.at("temperature").dump() + ".");
     r.sampling.temperature = t;
   }
   if (present(body, "top_p")) {
     const double p = number(body, "top_p");
-    if (!(p > 0.0 && p <= 1.0)) throw invalidField("top_p", "'top_p' must be greater than 0 and at most 1.");
+    if (!(p > 0.0 && p <= 1.0))
+      throw invalidField("top_p", "'top_p' must be greater than 0 and at most 1, got " + body.at("top_p").dump() + ".");
     r.sampling.topP = p;
   }
   if (present(body, "top_k")) r.sampling.topK = static_cast<int>(integer(body, "top_k", 0, 1 << 20));

@@ -209,6 +209,17 @@ class TestAnthropicRequest : public QObject {
     QVERIFY(!e.message().empty());
   }
 
+  // A value out of range is named with the field.
+  void outOfRangeValuesAreNamed() {
+    const std::string ok = R"("model":"m","max_tokens":5,"messages":[{"role":"user","content":"x"}])";
+    QVERIFY(refusal("{" + ok + R"(,"temperature":1.5})").message().find("got 1.5") != std::string::npos);
+    QVERIFY(refusal("{" + ok + R"(,"top_p":2})").message().find("got 2") != std::string::npos);
+    QVERIFY(refusal("{" + ok + R"(,"max_tokens":-3})").message().find("got -3") != std::string::npos);
+    QVERIFY(refusal("{" + ok + R"(,"tool_choice":{"type":"all"},"tools":[{"name":"f","input_schema":{}}]})")
+                .message()
+                .find("'all'") != std::string::npos);
+  }
+
   void arbitraryBytesAreRefusedCleanly() {
     for (const char* body : {"", "\xff\xfe", "null", "{\"model\":1}", "{\"messages\":[null]}", "{\"model\":\"m\",\"max_tokens\":1e400}"}) {
       const ApiError e = refusal(body);
