@@ -93,7 +93,7 @@ echo "== [4/5] fuzzing (libFuzzer + ASan/UBSan)"
 cmake -S "$root" -B "$root/build-fuzz" -G Ninja "${relwithdebinfo[@]}" -DZIPMOE_FUZZ=ON \
   -DZIPMOE_WITH_QT=OFF -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 fuzz_targets=(fuzz_manifest fuzz_safetensors_header fuzz_chunk_decode fuzz_tokenizer_json fuzz_chat_template
-              fuzz_openai_request fuzz_placement fuzz_state_files fuzz_json_schema)
+              fuzz_openai_request fuzz_anthropic_request fuzz_placement fuzz_state_files fuzz_json_schema)
 cmake --build "$root/build-fuzz" -j "$jobs" --target "${fuzz_targets[@]}"
 mark "[4] build"
 seconds="${ZIPMOE_FUZZ_SECONDS:-45}"

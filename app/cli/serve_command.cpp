@@ -1,4 +1,4 @@
-// `zipmoe serve MODEL [OPTIONS]` — an OpenAI-compatible HTTP server for one model (docs/SERVER.md).
+// `zipmoe serve MODEL [OPTIONS]` — an OpenAI- and Anthropic-compatible HTTP server for one model (docs/SERVER.md).
 //
 // Opens the engine (with the runtime options, like generate and chat), starts its generation core
 // (the serving scheduler, zipmoe/serve/serve_scheduler.h, with this command's batch and policy) and the
@@ -37,7 +37,7 @@ std::vector<OptionSpec> serveOptionSpecs() {
   std::vector<OptionSpec> o = {
       {"--host", "ADDR", "the address to listen on (default 127.0.0.1: loopback only; another needs --api-key)"},
       {"--port", "N", "the port (default 8080; 0 = any free port, printed)"},
-      {"--api-key", "KEY", "require 'Authorization: Bearer KEY' on every /v1 request"},
+      {"--api-key", "KEY", "require 'Authorization: Bearer KEY' on every /v1 request (/v1/messages: or 'x-api-key: KEY')"},
       {"--api-key-file", "FILE", "the same, the key read from FILE (its first line)"},
       {"--metrics-public", "", "serve GET /metrics without the API key (Prometheus scrapers)"},
       {"--allow-no-key", "", "serve a non-loopback --host without an API key (anyone who reaches it may use it)"},
@@ -67,12 +67,13 @@ const CommandSpec& serveSpec() {
   static const CommandSpec spec{
       "zipmoe serve MODEL [OPTIONS]",
       "Serves MODEL over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions, /v1/models, /health)\n"
-      "with continuous batching, until SIGTERM or SIGINT.",
+      "and Anthropic's Messages API (/v1/messages, /v1/messages/count_tokens) with continuous batching, until\n"
+      "SIGTERM or SIGINT.",
       serveOptionSpecs(), 1, 1,
       "MODEL is an HF directory or a ZipMoE store. With --budget (a store), the budget is the whole memory of\n"
       "serving: the experts, the KV cache (reserved per request for prompt + max_tokens) and the activations;\n"
       "requests wait for memory instead of exceeding it. With --replay-trace TSV (benchmarks), the n-th admitted request\n"
-      "is routed from the trace's prompt n mod its prompts. docs/SERVER.md lists the OpenAI fields mapped and refused."};
+      "is routed from the trace's prompt n mod its prompts. docs/SERVER.md lists the OpenAI and Anthropic fields mapped and refused."};
   return spec;
 }
 

@@ -87,9 +87,9 @@ int runBenchTokenizer(const Args& arguments) {
   const CommandLine line = CommandLine::parse(command, arguments);
   if (line.help()) return printUsage(command);
   const int repeats = line.integer<int>("--repeat", 1, 100, 5);
-  const std::filesystem::path tokenizerPath = tokenizerFile(line.positional(0));
   const auto textOption = line.text("--text");
   if (!textOption) throw Error("bench tokenizer needs --text FILE (the text to encode)");
+  const std::filesystem::path tokenizerPath = tokenizerFile(line.positional(0));
   const std::filesystem::path textPath = *textOption;
   if (!std::filesystem::is_regular_file(textPath)) throw Error(textPath.string() + ": no such text file (--text)");
 

@@ -9,6 +9,7 @@
 
 #include "generation/token_constraint.h"
 #include "zipmoe/base/error.h"
+#include "serve/request_fields.h"
 
 namespace zipmoe {
 
@@ -25,7 +26,19 @@ ApiError invalidField(const std::string& param, const std::string& message) {
   return ApiError(400, "invalid_request_error", message, param);
 }
 
-namespace {
+namespace serve {  // the helpers request_fields.h shares with the Anthropic parser
+
+json parseBodyObject(std::string_view bodyText) {
+  json body;
+  try {
+    body = json::parse(bodyText.begin(), bodyText.end());
+  } catch (const json::exception& e) {
+    throw ApiError(400, "invalid_request_error",
+                   std::string("The request body is not valid JSON: ") + e.what() + ".", "body");
+  }
+  if (!body.is_object()) throw ApiError(400, "invalid_request_error", "The request body must be a JSON object.", "body");
+  return body;
+}
 
 const char* typeName(const json& v) {
   switch (v.type()) {
@@ -114,6 +127,36 @@ std::string messageContent(const json& content, const std::string& field) {
   return text;
 }
 
+std::vector<std::string> stopStrings(const json& s, const std::string& field, const RequestLimits& limits,
+                                     bool allowString) {
+  std::vector<std::string> stops;
+  if (allowString && s.is_string()) {
+    stops.push_back(s.get<std::string>());
+  } else if (s.is_array()) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (!s[i].is_string()) throw wrongType(field + "[" + std::to_string(i) + "]", "a string", s[i]);
+      stops.push_back(s[i].get<std::string>());
+    }
+  } else {
+    throw wrongType(field, allowString ? "a string or an array of strings" : "an array of strings", s);
+  }
+  if (stops.size() > limits.maxStopStrings)
+    throw invalidField(field, "'" + field + "' holds " + std::to_string(stops.size()) + " strings; at most " +
+                                  std::to_string(limits.maxStopStrings) + " are accepted.");
+  for (const auto& x : stops) {
+    if (x.empty()) throw invalidField(field, "'" + field + "' strings must not be empty.");
+    if (x.size() > limits.maxStopLength)
+      throw invalidField(field, "'" + field + "' strings must be at most " + std::to_string(limits.maxStopLength) + " bytes.");
+  }
+  return stops;
+}
+
+}  // namespace serve
+
+using namespace serve;
+
+namespace {
+
 // An assistant message's earlier calls: [{"id", "type": "function", "function": {"name", "arguments"}}].
 std::vector<ToolCall> parseToolCalls(const json& calls, const std::string& field) {
   if (!calls.is_array()) throw wrongType(field, "an array", calls);
@@ -197,28 +240,7 @@ void parsePrompt(const json& body, GenerationRequest& r) {
 }
 
 void parseStop(const json& body, const RequestLimits& limits, GenerationRequest& r) {
-  if (!present(body, "stop")) return;
-  const json& s = body.at("stop");
-  std::vector<std::string> stops;
-  if (s.is_string()) {
-    stops.push_back(s.get<std::string>());
-  } else if (s.is_array()) {
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (!s[i].is_string()) throw wrongType("stop[" + std::to_string(i) + "]", "a string", s[i]);
-      stops.push_back(s[i].get<std::string>());
-    }
-  } else {
-    throw wrongType("stop", "a string or an array of strings", s);
-  }
-  if (stops.size() > limits.maxStopStrings)
-    throw invalidField("stop", "'stop' holds " + std::to_string(stops.size()) + " strings; at most " +
-                                   std::to_string(limits.maxStopStrings) + " are accepted.");
-  for (const auto& x : stops) {
-    if (x.empty()) throw invalidField("stop", "'stop' strings must not be empty.");
-    if (x.size() > limits.maxStopLength)
-      throw invalidField("stop", "'stop' strings must be at most " + std::to_string(limits.maxStopLength) + " bytes.");
-  }
-  r.sampling.stopStrings = std::move(stops);
+  if (present(body, "stop")) r.sampling.stopStrings = stopStrings(body.at("stop"), "stop", limits, true);
 }
 
 bool validToolName(const std::string& name) {
@@ -372,15 +394,7 @@ void refuseUnsupported(const json& body, Endpoint endpoint) {
 }  // namespace
 
 GenerationRequest parseGenerationRequest(Endpoint endpoint, std::string_view bodyText, const RequestLimits& limits) {
-  json body;
-  try {
-    body = json::parse(bodyText.begin(), bodyText.end());
-  } catch (const json::exception& e) {
-    throw ApiError(400, "invalid_request_error",
-                   std::string("The request body is not valid JSON: ") + e.what() + ".", "body");
-  }
-  if (!body.is_object()) throw ApiError(400, "invalid_request_error", "The request body must be a JSON object.", "body");
-
+  const json body = parseBodyObject(bodyText);
   GenerationRequest r;
   r.endpoint = endpoint;
   r.sampling.temperature = 1.0;  // OpenAI's default

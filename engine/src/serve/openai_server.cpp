@@ -16,6 +16,8 @@
 #include "serve/connection_stream.h"
 #include "serve/gated_http_server.h"
 #include "serve/http_guard.h"
+#include "serve/anthropic_routes.h"
+#include "serve/api_key.h"
 #include "serve/openai_responses.h"
 #include "zipmoe/base/error.h"
 
@@ -65,12 +67,6 @@ serve::GatedServerOptions gateOptions(const ServerOptions& o) {
                                    static_cast<size_t>(std::max(256, 4 * workers)), std::chrono::milliseconds(5000)};
 }
 
-bool sameKey(const std::string& a, const std::string& b) {  // constant time in the key's length
-  unsigned diff = a.size() == b.size() ? 0u : 1u;
-  for (size_t i = 0; i < b.size(); ++i) diff |= static_cast<unsigned>(static_cast<unsigned char>(i < a.size() ? a[i] : 0) ^ static_cast<unsigned char>(b[i]));
-  return diff == 0;
-}
-
 // A stream's state, shared by httplib's content provider and its releaser.
 struct Stream {
   std::shared_ptr<RequestTicket> ticket;
@@ -102,6 +98,7 @@ struct OpenAiServer::Impl {
   int port = 0;
   int listenFd = -1;  // the bound socket: httplib's socket-options hook reports it, inside start()
   const int64_t created = unixNow();
+  serve::AnthropicRoutes anthropic{scheduler, options, stopping};  // /v1/messages (anthropic_routes.h)
 
   std::shared_ptr<ServeMetrics> metrics;
 
@@ -118,7 +115,7 @@ struct OpenAiServer::Impl {
   // An error answered before the request reached its handler (counted at generation endpoints).
   void refuse(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
     if (metrics->tracksEndpoint(req.path)) metrics->recordRequest(req.path, RequestOutcome::Refused, e.status());
-    sendError(res, e);
+    fail(req, res, e);
   }
 
   void routes() {
@@ -141,6 +138,7 @@ struct OpenAiServer::Impl {
         return httplib::Server::HandlerResponse::Handled;
       }
       if (guard.answerCors(req, res)) return httplib::Server::HandlerResponse::Handled;
+      if (serve::AnthropicRoutes::handles(req.path)) return anthropic.authorize(req, res);
       if (options.apiKey.empty() || !needsKey(req.path)) return httplib::Server::HandlerResponse::Unhandled;
       const std::string auth = req.get_header_value("Authorization");
       if (auth.empty()) {
@@ -149,7 +147,7 @@ struct OpenAiServer::Impl {
                                 "invalid_api_key"));
         return httplib::Server::HandlerResponse::Handled;
       }
-      if (auth.rfind("Bearer ", 0) != 0 || !sameKey(auth.substr(7), options.apiKey)) {
+      if (auth.rfind("Bearer ", 0) != 0 || !serve::sameKey(auth.substr(7), options.apiKey)) {
         refuse(req, res, ApiError(401, "invalid_request_error", "Incorrect API key provided.", {}, "invalid_api_key"));
         return httplib::Server::HandlerResponse::Handled;
       }
@@ -171,26 +169,26 @@ struct OpenAiServer::Impl {
                                     std::to_string(options.maxBodyBytes) + " bytes).",
                                 "body", "request_too_large"));
       } else if (res.status == 404) {
-        sendError(res, ApiError(404, "invalid_request_error", "Unknown request URL: " + req.method + " " + req.path + ".",
+        fail(req, res, ApiError(404, "invalid_request_error", "Unknown request URL: " + req.method + " " + req.path + ".",
                                 {}, "unknown_url"));
       } else {
-        sendError(res, ApiError(res.status, res.status >= 500 ? "server_error" : "invalid_request_error",
+        fail(req, res, ApiError(res.status, res.status >= 500 ? "server_error" : "invalid_request_error",
                                 "The request failed with HTTP status " + std::to_string(res.status) + "."));
       }
     });
 
-    server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    server.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
       try {
         if (ep) std::rethrow_exception(ep);
       } catch (const ApiError& e) {
-        sendError(res, e);
+        fail(req, res, e);
         return;
       } catch (const std::exception& e) {
-        sendError(res, ApiError(500, "server_error", std::string("Internal error: ") + e.what()));
+        fail(req, res, ApiError(500, "server_error", std::string("Internal error: ") + e.what()));
         return;
       } catch (...) {
       }
-      sendError(res, ApiError(500, "server_error", "Internal error."));
+      fail(req, res, ApiError(500, "server_error", "Internal error."));
     });
 
     server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
@@ -236,6 +234,17 @@ struct OpenAiServer::Impl {
     server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics->render(scheduler.counters()), kPrometheusText);
     });
+    anthropic.addTo(server);
+  }
+
+  // The server's own errors (unknown path, body too large, an exception) in the shape of the API the
+  // path belongs to.
+  void fail(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+    if (serve::AnthropicRoutes::handles(req.path)) {
+      serve::AnthropicRoutes::sendError(res, e);
+    } else {
+      sendError(res, e);
+    }
   }
 
   void generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {

@@ -95,59 +95,62 @@ void ServeScheduler::Loop::forget(uint64_t owner) {
 
 // ---- admission -------------------------------------------------------------------------------
 
+// The request's prompt ids: given, or its conversation rendered and fitted to the context window, or
+// its completion prompt encoded. Const (ServeScheduler::renderPrompt calls it from other threads).
+RenderedConversation ServeScheduler::Loop::renderPrompt(const GenerationRequest& request) const {
+  const bool chat = request.endpoint != Endpoint::Completions;
+  const char* field = chat ? "messages" : "prompt";
+  RenderedConversation out;
+  try {
+    if (request.promptIds) {
+      out.ids = *request.promptIds;
+      const int32_t vocab = static_cast<int32_t>(model.config().vocabSize);
+      for (size_t i = 0; i < out.ids.size(); ++i)
+        if (out.ids[i] < 0 || out.ids[i] >= vocab)
+          throw invalidField("prompt_ids", "prompt_ids[" + std::to_string(i) + "] = " + std::to_string(out.ids[i]) +
+                                               " is outside the model's vocabulary (0 to " + std::to_string(vocab - 1) +
+                                               ").");
+      field = "prompt_ids";
+    } else if (chat) {
+      const ContextFit fit{context, replyReserve(request.sampling.maxTokens, context),
+                           request.contextOverflow.value_or(options.contextOverflow)};
+      out = renderConversation(tokenizer, request.useChatTemplate ? chatTemplate : nullptr, request.messages, fit,
+                               request.output.tools);
+    } else {
+      out.ids = tokenizer.encode(request.prompt, true);
+    }
+    if (!chat || request.promptIds) {
+      if (static_cast<int64_t>(out.ids.size()) >= context)
+        throw ApiError(400, "invalid_request_error",
+                       "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt takes " +
+                           std::to_string(out.ids.size()) + " tokens and leaves no room for a reply.",
+                       field, "context_length_exceeded");
+    }
+  } catch (const ContextOverflowError& e) {
+    throw ApiError(400, "invalid_request_error", e.what(), field, "context_length_exceeded");
+  } catch (const Error& e) {
+    throw invalidField(field, std::string("The conversation cannot be rendered: ") + e.what());
+  }
+  if (out.ids.empty()) throw invalidField(field, "The prompt encodes to no tokens.");
+  return out;
+}
+
 // Starts the request's prefill: renders and encodes it, finds a cached prefix, reserves its KV.
 ServeScheduler::Loop::Admit ServeScheduler::Loop::admit(serve::Waiting& w) {
-  const bool chat = w.request.endpoint != Endpoint::Completions;
-  const char* field = chat ? "messages" : "prompt";
-  std::vector<int32_t> prompt;
-  int dropped = 0;
   try {
     validate(w.request.sampling);
   } catch (const Error& e) {
     w.ticket->fail(invalidField("max_tokens", e.what()));
     return Admit::Failed;
   }
+  std::vector<int32_t> prompt;
+  int dropped = 0;
   try {
-    if (w.request.promptIds) {
-      prompt = *w.request.promptIds;
-      const int32_t vocab = static_cast<int32_t>(model.config().vocabSize);
-      for (size_t i = 0; i < prompt.size(); ++i)
-        if (prompt[i] < 0 || prompt[i] >= vocab) {
-          w.ticket->fail(invalidField("prompt_ids", "prompt_ids[" + std::to_string(i) + "] = " + std::to_string(prompt[i]) +
-                                                        " is outside the model's vocabulary (0 to " +
-                                                        std::to_string(vocab - 1) + ")."));
-          return Admit::Failed;
-        }
-      field = "prompt_ids";
-    } else if (chat) {
-      const ContextFit fit{context, replyReserve(w.request.sampling.maxTokens, context),
-                           w.request.contextOverflow.value_or(options.contextOverflow)};
-      RenderedConversation r = renderConversation(tokenizer, w.request.useChatTemplate ? chatTemplate : nullptr,
-                                                  w.request.messages, fit, w.request.output.tools);
-      prompt = std::move(r.ids);
-      dropped = r.droppedMessages;
-    } else {
-      prompt = tokenizer.encode(w.request.prompt, true);
-    }
-    if (!chat || w.request.promptIds) {
-      if (static_cast<int64_t>(prompt.size()) >= context) {
-        w.ticket->fail(ApiError(400, "invalid_request_error",
-                                "This model's maximum context length is " + std::to_string(context) +
-                                    " tokens; the prompt takes " + std::to_string(prompt.size()) +
-                                    " tokens and leaves no room for a reply.",
-                                field, "context_length_exceeded"));
-        return Admit::Failed;
-      }
-    }
-  } catch (const ContextOverflowError& e) {
-    w.ticket->fail(ApiError(400, "invalid_request_error", e.what(), field, "context_length_exceeded"));
-    return Admit::Failed;
-  } catch (const Error& e) {
-    w.ticket->fail(invalidField(field, std::string("The conversation cannot be rendered: ") + e.what()));
-    return Admit::Failed;
-  }
-  if (prompt.empty()) {
-    w.ticket->fail(invalidField(field, "The prompt encodes to no tokens."));
+    RenderedConversation rendered = renderPrompt(w.request);
+    prompt = std::move(rendered.ids);
+    dropped = rendered.droppedMessages;
+  } catch (const ApiError& e) {
+    w.ticket->fail(e);
     return Admit::Failed;
   }
   const int room = context - static_cast<int>(prompt.size());

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "generation/reply_stream.h"
+#include "zipmoe/generation/conversation.h"
 #include "serve/coserve_policy.h"
 #include "serve/memory_split.h"
 #include "zipmoe/serve/serve_scheduler.h"
@@ -116,6 +117,9 @@ struct ServeScheduler::Loop {
 
   // ---- admission (scheduler_admission.cpp) ----
   enum class Admit { Started, Failed, NoRoom };
+  // The ids admission runs; throws ApiError (400 naming the field). Reads only what the constructor
+  // set: callable from any thread.
+  RenderedConversation renderPrompt(const GenerationRequest& request) const;
   Admit admit(serve::Waiting& w);
   int count(serve::Live::State s) const;
   void admitWaiting();

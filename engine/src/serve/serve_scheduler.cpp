@@ -116,6 +116,14 @@ ServeCounters ServeScheduler::counters() const {
   return shared_->counters;
 }
 
+std::vector<int32_t> ServeScheduler::renderPrompt(const GenerationRequest& request) const {
+  return loop_->renderPrompt(request).ids;
+}
+
+std::string ServeScheduler::decodeReply(const std::vector<int32_t>& ids) const {
+  return loop_->tokenizer.decode(ids, /*skipSpecialTokens=*/true);  // as ReplyStream's decoder
+}
+
 void ServeScheduler::run() {
   Loop& e = *loop_;
   bool idle = false;  // the last iteration could run nothing: wait for an event from outside

@@ -2,7 +2,8 @@
 // (toy_model.h): many client threads submitting, streaming and cancelling at once; every ticket
 // closes, no sequence is left behind, a batch really forms, continuation does not depend on the
 // batch, coserve's aging bound admits every request, stop() fails what is still open, a ticket's
-// pause and stop from other threads hold and end its reply.
+// pause and stop from other threads hold and end its reply, prompts render and replies decode from
+// client threads while the engine serves.
 #include <QtTest>
 
 #include <atomic>
@@ -133,6 +134,38 @@ class TestServeThreads : public QObject {
     scheduler.stop();
     QCOMPARE(model.sequences(), size_t{0});  // stop frees the cached ones too
     QVERIFY2(model.maxBatchSeen() > 1, "requests were never batched together");
+  }
+
+  // renderPrompt and decodeReply (the Anthropic endpoints' count_tokens and stop sequences) from
+  // client threads while the engine thread serves: the ids admission runs, the text the reply showed.
+  void promptsAndRepliesFromClientThreads() {
+    ToyModel model(tokenizer_->vocabSize());
+    ServeOptions o;
+    o.maxBatch = 4;
+    ServeScheduler scheduler(model, *tokenizer_, nullptr, nullptr, o);
+    std::atomic<int> wrong{0};
+    std::vector<std::thread> clients;
+    for (int t = 0; t < 4; ++t)
+      clients.emplace_back([&, t] {
+        for (int i = 0; i < 4; ++i) {
+          const GenerationRequest r = completion("client " + std::to_string(t) + " counts " + std::to_string(i), 8);
+          if (scheduler.renderPrompt(r) != tokenizer_->encode(r.prompt, true)) ++wrong;
+          auto ticket = scheduler.submit(r);
+          const Outcome out = drain(*ticket);
+          if (!out.finished || static_cast<int>(scheduler.renderPrompt(r).size()) != out.info.promptTokens) ++wrong;
+          if (out.info.stopReason == StopReason::MaxTokens && scheduler.decodeReply(out.info.tokens) != out.text) ++wrong;
+        }
+      });
+    for (auto& c : clients) c.join();
+    QCOMPARE(wrong.load(), 0);
+    GenerationRequest empty = completion("", 4);
+    bool refused = false;
+    try {
+      (void)scheduler.renderPrompt(empty);
+    } catch (const ApiError& e) {
+      refused = e.status() == 400 && e.param() == "prompt";
+    }
+    QVERIFY(refused);
   }
 
   // A ticket's pause and stop, from other threads: a held request stops generating once it has shown

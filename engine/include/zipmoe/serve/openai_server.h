@@ -4,8 +4,10 @@
 // (both also streaming: server-sent events of chunks, ending in `data: [DONE]`; with
 // stream_options.include_usage a last chunk carries the usage), GET /health (no key needed: the
 // scheduler's counters), GET /metrics (Prometheus text: zipmoe/serve/serve_metrics.h; it needs the
-// key unless metricsPublic). Bodies are read by parseGenerationRequest (zipmoe/serve/openai_request.h);
-// every error is an OpenAI error object with its status (400 naming the field, 401 for a wrong or
+// key unless metricsPublic), and Anthropic's Messages API — POST /v1/messages and
+// /v1/messages/count_tokens, with Anthropic's errors and events (serve/anthropic_routes.h). OpenAI
+// bodies are read by parseGenerationRequest (zipmoe/serve/openai_request.h); every other error is
+// an OpenAI error object with its status (400 naming the field, 401 for a wrong or
 // missing key, 404 for an unknown model or path, 413 for a body over maxBodyBytes, 503 while
 // shutting down or when the queue is full). A client that goes away, streaming or not, is noticed
 // while its request waits (a poll of its socket, and for a stream a failed write of a token or of
@@ -37,6 +39,7 @@ struct ServerOptions {
   std::string host = "127.0.0.1";  // loopback unless told otherwise
   int port = 8080;                 // 0 = any free port (start() returns it)
   std::string apiKey;              // empty = no key; else every /v1 request needs "Authorization: Bearer KEY"
+                                   // (/v1/messages: or "x-api-key: KEY")
   std::string modelId;             // what /v1/models lists and requests must name
   size_t maxBodyBytes = 1 << 20;
   int maxConnections = 64;         // worker threads: streams each hold one

@@ -26,8 +26,9 @@
 // budget follows through ExpertRuntime::setBudget as requests come and go, and admission waits for
 // the shrunk plan to be applied (so experts + KV + activations ≤ total at every step) or waits for
 // memory to be freed.
-// Thread-safety: submit, stop, counters from any thread; the model, tokenizer and runtime are used
-// only by the engine thread while the scheduler runs. Cost: the model's forward steps; the policy is
+// Thread-safety: submit, stop, counters, renderPrompt, decodeReply from any thread; the model and
+// runtime are used only by the engine thread while the scheduler runs (the tokenizer and template,
+// which are const, also by renderPrompt and decodeReply). Cost: the model's forward steps; the policy is
 // O(waiting × layers × experts) per admission.
 #pragma once
 
@@ -220,6 +221,13 @@ class ServeScheduler {
   void stop();
   ServeCounters counters() const;
   const ServeOptions& options() const { return options_; }
+  // The prompt ids `request` would run: rendered, fitted to the context window and encoded as its
+  // admission does them (count_tokens, a stream's announced input tokens). From any thread (the
+  // tokenizer and template are const). Throws ApiError (400 naming the field) where admission would
+  // fail the request.
+  std::vector<int32_t> renderPrompt(const GenerationRequest& request) const;
+  // Generated ids decoded as a reply decodes them (special tokens skipped). From any thread.
+  std::string decodeReply(const std::vector<int32_t>& ids) const;
 
  private:
   struct Loop;    // the engine thread's state (serve_scheduler.cpp)
