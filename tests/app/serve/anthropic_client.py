@@ -5,7 +5,8 @@ only: the anthropic SDK is not assumed). It sends the key as `x-api-key` with `a
   anthropic_client.py stream PORT KEY BODY_JSON   one streaming /v1/messages: prints a JSON summary
 The summary: {"status", "content_type", "events" (their names, pings left out), "text" (the text
 deltas concatenated), "message" (message_start's), "stop_reason", "stop_sequence", "usage"
-(message_delta's), "grammar" (null, or what breaks Anthropic's documented event order), "error"}.
+(message_delta's), "grammar" (null, or what breaks Anthropic's documented event order), "error"}, and
+"tool_uses": [{"id", "name", "input_json"}] (the input_json_deltas put together) when it used tools.
 """
 import http.client
 import json
@@ -97,6 +98,11 @@ def stream(port, key, body):
             out["message"] = payload["message"]
         elif name == "content_block_delta" and payload["delta"]["type"] == "text_delta":
             out["text"] += payload["delta"]["text"]
+        elif name == "content_block_start" and payload["content_block"]["type"] == "tool_use":
+            block = payload["content_block"]
+            out.setdefault("tool_uses", []).append({"id": block["id"], "name": block["name"], "input_json": ""})
+        elif name == "content_block_delta" and payload["delta"]["type"] == "input_json_delta":
+            out["tool_uses"][-1]["input_json"] += payload["delta"]["partial_json"]
         elif name == "message_delta":
             out["stop_reason"] = payload["delta"]["stop_reason"]
             out["stop_sequence"] = payload["delta"]["stop_sequence"]

@@ -178,6 +178,30 @@ class TestServeAnthropic : public QObject {
     QCOMPARE(countTokens(body), m["usage"]["input_tokens"].get<int>() + m["usage"]["cache_read_input_tokens"].get<int>());
   }
 
+  // tool_choice any: the reply is a tool_use whose input follows the tool's input_schema (constrained
+  // decoding), whole and streamed as input_json_deltas (greedy: the same input both ways).
+  void forcedToolUseFollowsTheSchema() {
+    json body = json::parse(R"({"model":"demo-model","max_tokens":120,"temperature":0,
+      "tools":[{"name":"get_weather","description":"Weather of a city","input_schema":{"type":"object",
+                "properties":{"city":{"type":"string","maxLength":16},"unit":{"enum":["celsius","fahrenheit"]}},"required":["city","unit"]}}],
+      "tool_choice":{"type":"any"},"messages":[{"role":"user","content":"Weather in Verona?"}]})");
+    const json m = message(body);
+    QVERIFY2(m.value("stop_reason", "") == "tool_use", m.dump().c_str());
+    QVERIFY2(m["content"].size() == 1 && m["content"][0]["type"] == "tool_use", m.dump().c_str());
+    const json& use = m["content"][0];
+    QVERIFY(use["id"].get<std::string>().rfind("toolu_", 0) == 0);
+    QCOMPARE(use["name"], "get_weather");
+    QVERIFY2(use["input"]["city"].is_string() && use["input"]["city"].get<std::string>().size() <= 64, m.dump().c_str());
+    const std::string unit = use["input"]["unit"];
+    QVERIFY(unit == "celsius" || unit == "fahrenheit");
+    body["stream"] = true;
+    const json s = streamed(body);
+    QVERIFY2(s.is_object() && s["grammar"].is_null(), s.dump().c_str());
+    QCOMPARE(s["stop_reason"], "tool_use");
+    QVERIFY2(s.contains("tool_uses") && s["tool_uses"].size() == 1, s.dump().c_str());
+    QCOMPARE(json::parse(s["tool_uses"][0]["input_json"].get<std::string>()), use["input"]);
+  }
+
   void keysAreChecked() {
     const std::string body = conversation(4, false).dump();
     checkError(post("/v1/messages", body, ""), 401, "authentication_error", "");
