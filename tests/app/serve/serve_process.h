@@ -47,6 +47,16 @@ inline HttpReply curl(QStringList args) {
   return r;
 }
 
+// python3 tests/app/serve/SCRIPT ARGS… (sse_client.py, anthropic_client.py, …) → its stdout (its
+// stderr is shown when it fails).
+inline std::string runClientScript(const QString& script, const QStringList& args) {
+  QProcess p;
+  p.start("python3", QStringList{serveScript(script)} + args);
+  if (!p.waitForFinished(-1)) return {};
+  if (p.exitCode() != 0) qWarning("%s: %s", qPrintable(script), p.readAllStandardError().constData());
+  return p.readAllStandardOutput().toStdString();
+}
+
 // Starts `zipmoe serve MODEL --port 0 ARGS…` and returns the port it printed once it listens, 0 when
 // it ended first. `firstLine` (optional) gets the line it printed, or its stderr when it ended.
 inline int startServer(QProcess& process, const QStringList& args, const std::filesystem::path& model = demoModel(),

@@ -6,12 +6,15 @@
 // latency counters by what their replies' usage says, and a refused one counts as refused with its
 // status; /metrics needs the API key (401 without it, /health does not) unless the server runs with
 // --metrics-public; on a store with a budget the expert runtime's counters and the budget gauges
-// move. Skips when curl or python3 is missing.
+// move, and under 16 concurrent long requests the process's peak RSS grows by no more than the
+// budget it did not hold yet plus a stated fixed overhead. Skips when curl or python3 is missing.
 #include <QProcess>
 #include <QStandardPaths>
 #include <QtTest>
 
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -331,6 +334,63 @@ class TestServeMetricsHttp : public QObject {
     QVERIFY(s.value("zipmoe_expert_budget_bytes") > 0);
     QVERIFY(s.value("zipmoe_memory_budget_bytes") >= s.value("zipmoe_expert_budget_bytes"));
     QCOMPARE(budgeted.exitCode(), 0);
+  }
+
+  // Memory that is measured, not only booked: 16 concurrent long requests on a budgeted store. The
+  // process's peak RSS (VmHWM, /proc) may grow from its idle RSS by no more than the part of the
+  // serving budget (experts + KV + activations, /metrics) that the idle server did not already hold,
+  // plus a stated fixed overhead for what no budget counts: 16 connections' buffers and threads,
+  // allocator arenas, libtorch's per-call scratch (kFixedOverhead). And the bookkeeping holds too:
+  // no step over the budget.
+  void peakMemoryFollowsTheBudget() {
+#if defined(__SANITIZE_ADDRESS__)
+    QSKIP("under AddressSanitizer the server's RSS holds its shadow memory and freed-block quarantine");
+#endif
+    constexpr double kFixedOverhead = 48.0 * 1024 * 1024;
+    zipmoe::testing::TempDir dir;
+    const auto store = dir / "store";
+    zipmoe::convertCheckpoint(zipmoe::testing::demoModel(), store, zipmoe::ConvertOptions{});
+    QProcess server;
+    const int port = zipmoe::testing::startServer(
+        server, {"--metrics-public", "--model-id", "demo-model", "--budget", "100%", "--no-history", "--dtype", "fp32",
+                 "--max-batch", "16"},
+        store);
+    QVERIFY(port > 0);
+    const auto status = [&](const char* field) {  // kB → bytes
+      std::ifstream in("/proc/" + std::to_string(server.processId()) + "/status");
+      for (std::string line; std::getline(in, line);)
+        if (line.rfind(field, 0) == 0) return 1024.0 * std::atof(line.substr(std::strlen(field)).c_str());
+      return -1.0;
+    };
+    const double idleRss = status("VmRSS:");
+    const Scrape idle = parsePrometheus(metrics("", port).body);
+    const std::string corpus = zipmoe::testing::readText(std::filesystem::path(ZIPMOE_SOURCE_DIR) / "resources/corpus/tinyshakespeare.txt");
+    json bodies = json::array();
+    for (int i = 0; i < 16; ++i) {
+      json b = chatBody(corpus.substr(1000 + static_cast<size_t>(i) * 977, 450), 120, true);
+      b["ignore_eos"] = true;
+      bodies.push_back(b);
+    }
+    const json results = json::parse(
+        zipmoe::testing::runClientScript("sse_client.py", {"concurrent", QString::number(port), "", QString::fromStdString(bodies.dump())}),
+        nullptr, false);
+    const double peakRss = status("VmHWM:");
+    const Scrape after = parsePrometheus(metrics("", port).body);
+    const json health = json::parse(curl({url(port, "/health")}).body, nullptr, false);
+    server.terminate();
+    QVERIFY(server.waitForFinished(-1));
+    QVERIFY2(results.is_array() && results.size() == 16, results.dump().substr(0, 300).c_str());
+    for (const json& r : results) QVERIFY2(r["status"] == 200 && r["done"] == true, r.dump().c_str());
+    const double budget = after.value("zipmoe_memory_budget_bytes");
+    const double heldIdle = idle.value("zipmoe_expert_held_bytes");
+    QVERIFY(budget > 0 && idleRss > 0 && peakRss >= idleRss);
+    const double allowed = budget - heldIdle + kFixedOverhead;
+    qInfo("RSS idle %.1f MiB, peak %.1f MiB (+%.1f MiB); serving budget %.1f MiB, held idle %.1f MiB, allowed growth %.1f MiB",
+          idleRss / 1048576, peakRss / 1048576, (peakRss - idleRss) / 1048576, budget / 1048576, heldIdle / 1048576,
+          allowed / 1048576);
+    QVERIFY2(peakRss - idleRss <= allowed, "the server's RSS grew past its budget and the stated overhead");
+    QCOMPARE(health["memory"]["over_budget_steps"].get<int>(), 0);
+    QVERIFY(health["memory"]["peak_used_bytes"].get<double>() <= budget);
   }
 
   // --metrics-public: /metrics without the key; /v1 still needs it.

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/serve/serve_process.h"
 #include "json_schema_check.h"
 
 using zipmoe::testing::follows;
@@ -24,8 +25,6 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-std::filesystem::path demoModel() { return std::filesystem::path(ZIPMOE_SOURCE_DIR) / "resources/demo-model"; }
-QString clientScript() { return QString(ZIPMOE_SOURCE_DIR) + "/tests/app/serve/sse_client.py"; }
 
 const json kWeather = json::parse(R"({"type":"object","properties":{
     "city":{"type":"string","minLength":1,"maxLength":16},
@@ -59,23 +58,13 @@ class TestServeTools : public QObject {
     json body;
   };
   Reply post(const json& b) {
-    QProcess p;
-    p.start("curl", {"-sS", "--max-time", "600", "-w", "\n%{http_code}", "-H", "Content-Type: application/json", "--data-binary",
-                     QString::fromStdString(b.dump()), QString("http://127.0.0.1:%1/v1/chat/completions").arg(port_)});
-    if (!p.waitForFinished(-1)) return {};
-    const std::string out = p.readAllStandardOutput().toStdString();
-    const size_t nl = out.rfind('\n');
-    Reply r;
-    r.code = std::atoi(out.substr(nl + 1).c_str());
-    r.body = json::parse(out.substr(0, nl), nullptr, false);
-    return r;
+    const zipmoe::testing::HttpReply r =
+        zipmoe::testing::curl({"-H", "Content-Type: application/json", "--data-binary", QString::fromStdString(b.dump()),
+                               QString("http://127.0.0.1:%1/v1/chat/completions").arg(port_)});
+    return {r.code, json::parse(r.body, nullptr, false)};
   }
-  json python(const QStringList& args) {
-    QProcess p;
-    p.start("python3", QStringList{clientScript()} + args);
-    if (!p.waitForFinished(-1)) return json();
-    if (p.exitCode() != 0) qWarning("sse_client.py: %s", p.readAllStandardError().constData());
-    return json::parse(p.readAllStandardOutput().toStdString(), nullptr, false);
+  static json python(const QStringList& args) {
+    return json::parse(zipmoe::testing::runClientScript("sse_client.py", args), nullptr, false);
   }
   json stream(const json& b) {
     json s = b;
@@ -109,18 +98,7 @@ class TestServeTools : public QObject {
   void initTestCase() {
     if (QStandardPaths::findExecutable("curl").isEmpty()) QSKIP("curl is not installed (scripts/deps.sh)");
     if (QStandardPaths::findExecutable("python3").isEmpty()) QSKIP("python3 is not installed (scripts/deps.sh)");
-    server_.start(ZIPMOE_CLI_PATH, {"serve", QString::fromStdString(demoModel().string()), "--port", "0", "--dtype", "fp32",
-                                    "--max-batch", "8"});
-    QVERIFY(server_.waitForStarted(-1));
-    QByteArray out;
-    while (!out.contains('\n')) {
-      QVERIFY2(server_.state() == QProcess::Running, server_.readAllStandardError().constData());
-      server_.waitForReadyRead(1000);
-      out += server_.readAllStandardOutput();
-    }
-    const qsizetype at = out.indexOf("http://127.0.0.1:");
-    QVERIFY2(at >= 0, out.constData());
-    port_ = out.mid(at + 17).split(' ').front().split('/').front().toInt();
+    port_ = zipmoe::testing::startServer(server_, {"--dtype", "fp32", "--max-batch", "8"});
     QVERIFY(port_ > 0);
   }
 
