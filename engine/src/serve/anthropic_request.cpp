@@ -93,13 +93,7 @@ void parseMessage(const json& m, const std::string& where, GenerationRequest& r,
 }
 
 void parseMessages(const json& body, const RequestLimits& limits, GenerationRequest& r) {
-  if (!body.contains("messages")) throw invalidField("messages", "'messages' is a required property.");
-  const json& messages = body.at("messages");
-  if (!messages.is_array()) throw wrongType("messages", "an array", messages);
-  if (messages.empty()) throw invalidField("messages", "'messages' must hold at least one message.");
-  if (messages.size() > limits.maxMessages)
-    throw invalidField("messages", "'messages' holds " + std::to_string(messages.size()) + " messages; at most " +
-                                       std::to_string(limits.maxMessages) + " are accepted.");
+  const json& messages = messageList(body, limits);
   std::map<std::string, std::string> toolNames;
   for (size_t i = 0; i < messages.size(); ++i) parseMessage(messages[i], at("messages", i), r, toolNames);
   if (r.messages.back().role == "assistant")

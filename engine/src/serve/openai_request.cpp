@@ -151,6 +151,17 @@ std::vector<std::string> stopStrings(const json& s, const std::string& field, co
   return stops;
 }
 
+const json& messageList(const json& body, const RequestLimits& limits) {
+  if (!body.contains("messages")) throw invalidField("messages", "'messages' is a required property.");
+  const json& messages = body.at("messages");
+  if (!messages.is_array()) throw wrongType("messages", "an array", messages);
+  if (messages.empty()) throw invalidField("messages", "'messages' must hold at least one message.");
+  if (messages.size() > limits.maxMessages)
+    throw invalidField("messages", "'messages' holds " + std::to_string(messages.size()) + " messages; at most " +
+                                       std::to_string(limits.maxMessages) + " are accepted.");
+  return messages;
+}
+
 }  // namespace serve
 
 using namespace serve;
@@ -187,13 +198,7 @@ std::string toolNameOf(const std::vector<ChatMessage>& earlier, const std::strin
 }
 
 void parseMessages(const json& body, const RequestLimits& limits, GenerationRequest& r) {
-  if (!body.contains("messages")) throw invalidField("messages", "'messages' is a required property.");
-  const json& messages = body.at("messages");
-  if (!messages.is_array()) throw wrongType("messages", "an array", messages);
-  if (messages.empty()) throw invalidField("messages", "'messages' must hold at least one message.");
-  if (messages.size() > limits.maxMessages)
-    throw invalidField("messages", "'messages' holds " + std::to_string(messages.size()) + " messages; at most " +
-                                       std::to_string(limits.maxMessages) + " are accepted.");
+  const json& messages = messageList(body, limits);
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string where = "messages[" + std::to_string(i) + "]";
     const json& m = messages[i];

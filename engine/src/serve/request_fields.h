@@ -31,6 +31,8 @@ std::string stringField(const nlohmann::json& body, const std::string& field);
 // The text of a content value: a string, or an array of {"type": "text", "text": …} parts (any
 // other part type is refused naming FIELD[i].type).
 std::string messageContent(const nlohmann::json& content, const std::string& field);
+// body["messages"]: present, an array, not empty, within limits.maxMessages (else the 400).
+const nlohmann::json& messageList(const nlohmann::json& body, const RequestLimits& limits);
 // Stop strings: an array of strings (or one string when `allowString`), at most limits.maxStopStrings,
 // none empty or longer than limits.maxStopLength.
 std::vector<std::string> stopStrings(const nlohmann::json& value, const std::string& field, const RequestLimits& limits,

@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace zipmoe::testing {
 
 inline std::filesystem::path demoModel() { return std::filesystem::path(ZIPMOE_SOURCE_DIR) / "resources/demo-model"; }
@@ -45,6 +47,17 @@ inline HttpReply curl(QStringList args) {
   for (char& c : r.headers) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   r.body = end == std::string::npos ? std::string() : all.substr(end + 4);
   return r;
+}
+
+// A chat request to the demo model: one user message, greedy; streamed with include_usage.
+inline nlohmann::json chatBody(const std::string& user, int maxTokens, bool stream) {
+  nlohmann::json b = {{"model", "demo-model"},
+                      {"messages", nlohmann::json::array({nlohmann::json{{"role", "user"}, {"content", user}}})},
+                      {"max_tokens", maxTokens},
+                      {"temperature", 0},
+                      {"stream", stream}};
+  if (stream) b["stream_options"] = {{"include_usage", true}};
+  return b;
 }
 
 // python3 tests/app/serve/SCRIPT ARGS… (sse_client.py, anthropic_client.py, …) → its stdout (its

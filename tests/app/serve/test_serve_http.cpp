@@ -76,13 +76,7 @@ class TestServeHttp : public QObject {
     return generate(engine_->model(), engine_->tokenizer(), ids, p, {}).text;
   }
   static json chatBody(const std::string& user, int maxTokens, bool stream) {
-    json b = {{"model", "demo-model"},
-              {"messages", json::array({json{{"role", "user"}, {"content", user}}})},
-              {"max_tokens", maxTokens},
-              {"temperature", 0},
-              {"stream", stream}};
-    if (stream) b["stream_options"] = {{"include_usage", true}};
-    return b;
+    return zipmoe::testing::chatBody(user, maxTokens, stream);
   }
 
  private Q_SLOTS:

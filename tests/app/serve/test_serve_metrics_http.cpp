@@ -192,13 +192,7 @@ class TestServeMetricsHttp : public QObject {
     return parsePrometheus(r.body);
   }
   static json chatBody(const std::string& user, int maxTokens, bool stream) {
-    json b = {{"model", "demo-model"},
-              {"messages", json::array({json{{"role", "user"}, {"content", user}}})},
-              {"max_tokens", maxTokens},
-              {"temperature", 0},
-              {"stream", stream}};
-    if (stream) b["stream_options"] = {{"include_usage", true}};
-    return b;
+    return zipmoe::testing::chatBody(user, maxTokens, stream);
   }
 
  private Q_SLOTS:

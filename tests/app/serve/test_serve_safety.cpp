@@ -28,13 +28,11 @@ namespace {
 constexpr int kBound = 300000;  // ms: only matters on a failure
 const QString kAllowedOrigin = "http://app.example";
 
-json chatBody(const std::string& user, int maxTokens, bool stream = false) {
-  return {{"model", "demo-model"},
-          {"messages", json::array({json{{"role", "user"}, {"content", user}}})},
-          {"max_tokens", maxTokens},
-          {"temperature", 0},
-          {"ignore_eos", true},
-          {"stream", stream}};
+// The shared chat body, generating exactly max_tokens (ignore_eos).
+json fullLengthChat(const std::string& user, int maxTokens, bool stream = false) {
+  json b = zipmoe::testing::chatBody(user, maxTokens, stream);
+  b["ignore_eos"] = true;
+  return b;
 }
 
 json errorOf(const HttpReply& r) {
@@ -104,7 +102,7 @@ class TestServeSafety : public QObject {
     QVERIFY2(errorOf(r)["message"].get<std::string>().find("evil.example") != std::string::npos, r.body.c_str());
     const HttpReply post = curl({"-H", "Host: evil.example:" + QString::number(port_), "-H",
                                       "Content-Type: application/json", "--data-binary",
-                                      QString::fromStdString(chatBody("hi", 2).dump()), url("/v1/chat/completions")});
+                                      QString::fromStdString(fullLengthChat("hi", 2).dump()), url("/v1/chat/completions")});
     QCOMPARE(post.code, 403);
     for (const QString host : {"localhost", "LOCALHOST:1234", "127.0.0.1", "[::1]:8080"})
       QVERIFY2(curl({"-H", "Host: " + host, url("/health")}).code == 200, qPrintable(host));
@@ -112,12 +110,12 @@ class TestServeSafety : public QObject {
 
   // A page may POST text/plain or a form without a preflight, never JSON.
   void onlyJsonIsPosted() {
-    const HttpReply r = postJson(chatBody("hi", 2), "text/plain");
+    const HttpReply r = postJson(fullLengthChat("hi", 2), "text/plain");
     QCOMPARE(r.code, 415);
     QCOMPARE(errorOf(r)["param"].get<std::string>(), std::string("Content-Type"));
     QVERIFY2(errorOf(r)["message"].get<std::string>().find("text/plain") != std::string::npos, r.body.c_str());
-    QCOMPARE(postJson(chatBody("hi", 2), "application/x-www-form-urlencoded").code, 415);
-    const HttpReply ok = postJson(chatBody("hi", 2), "Application/JSON; charset=utf-8");
+    QCOMPARE(postJson(fullLengthChat("hi", 2), "application/x-www-form-urlencoded").code, 415);
+    const HttpReply ok = postJson(fullLengthChat("hi", 2), "Application/JSON; charset=utf-8");
     QVERIFY2(ok.code == 200, ok.body.c_str());
   }
 
@@ -159,7 +157,7 @@ class TestServeSafety : public QObject {
     QByteArray seen;
     QVERIFY2(!waitForLine(slow, "OPEN 4", seen).isEmpty(), slow.readAllStandardError().constData());
     QCOMPARE(curl({url("/health")}).code, 200);
-    const HttpReply r = postJson(chatBody("ROMEO: what news?", 8));
+    const HttpReply r = postJson(fullLengthChat("ROMEO: what news?", 8));
     QVERIFY2(r.code == 200, r.body.c_str());
     QCOMPARE(json::parse(r.body)["usage"]["completion_tokens"].get<int>(), 8);
     QVERIFY2(!waitForLine(slow, "CUT 408", seen).isEmpty(), seen.constData());
@@ -173,7 +171,7 @@ class TestServeSafety : public QObject {
     const json before = health();
     QProcess fire;
     fire.start("python3", {serveScript("raw_client.py"), "fire", QString::number(port_), "48",
-                           QString::fromStdString(chatBody("Tell me a long story.", 200).dump())});
+                           QString::fromStdString(fullLengthChat("Tell me a long story.", 200).dump())});
     QVERIFY(finished(fire));
     QVERIFY2(fire.readAllStandardOutput().contains("SENT 48"), fire.readAllStandardError().constData());
     const auto ended = [&](const json& h) {
@@ -214,12 +212,12 @@ class TestServeSafety : public QObject {
       const json h = health(port);
       return h["running"].get<int>() + h["waiting"].get<int>() + h["completed"].get<int>();
     };
-    for (int i = 0; i < 6; ++i) post(chatBody("Citizen " + std::to_string(i) + ", speak.", 200));
+    for (int i = 0; i < 6; ++i) post(fullLengthChat("Citizen " + std::to_string(i) + ", speak.", 200));
     QTRY_VERIFY_WITH_TIMEOUT(submitted() == 6, kBound);
-    post(chatBody("NURSE: what o'clock?", 200));
+    post(fullLengthChat("NURSE: what o'clock?", 200));
     QProcess stream;
     stream.start("python3", {serveScript("sse_client.py"), "stream", QString::number(port), "",
-                             QString::fromStdString(chatBody("JULIET: speak again.", 200, true).dump())});
+                             QString::fromStdString(fullLengthChat("JULIET: speak again.", 200, true).dump())});
     QTRY_VERIFY_WITH_TIMEOUT(submitted() == 8, kBound);
     server.terminate();  // SIGTERM
 
