@@ -31,9 +31,12 @@ json toolsJson(const std::vector<ToolSpec>& tools) {
   return list;
 }
 
+// A call in exactly the format the model writes it (token_constraint.h), its arguments as they came:
+// the reply the model generated renders back byte for byte, so the next turn reuses its KV cache.
 std::string callText(const ToolCall& c) {
-  const json call = {{"name", c.name}, {"arguments", parsedOr(c.argumentsJson, json(c.argumentsJson))}};
-  return "<tool_call>\n" + call.dump() + "\n</tool_call>";
+  const bool isJson = !json::parse(c.argumentsJson, nullptr, false).is_discarded();
+  return "<tool_call>\n{\"name\": " + json(c.name).dump() + ", \"arguments\": " +
+         (isJson ? c.argumentsJson : json(c.argumentsJson).dump()) + "}\n</tool_call>";
 }
 
 // A schema as a short type: string, number, "a"|"b", string[], {k: type, k2?: type}.

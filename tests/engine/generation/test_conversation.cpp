@@ -62,6 +62,34 @@ class TestConversation : public QObject {
     QCOMPARE(plain.ids, tok_->encode("a\nb", true));
   }
 
+  // Tools: a template that renders them gets them (and the calls and tool messages as transformers
+  // passes them); the demo's template, which ignores them, gets the generic format's prompt.
+  void toolsRenderNativelyOrInTheGenericFormat() {
+    const std::vector<ToolSpec> tools = {
+        {"get_weather", "Weather of a city", R"({"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}},"required":["city"]})", false}};
+    ChatMessage call("assistant", "");
+    call.toolCalls = {ToolCall{"call_1", "get_weather", R"({"city":"Mantua"})"}};
+    ChatMessage result("tool", "Rain.");
+    result.toolCallId = "call_1";
+    const std::vector<ChatMessage> conversation = {{"user", "Weather?"}, call, result};
+    const ChatTemplate native(
+        "{% if tools %}TOOLS:{% for t in tools %}{{ t.function.name }};{% endfor %}{% endif %}"
+        "{% for m in messages %}[{{ m.role }}:{{ m.content }}{% if m.tool_calls %}{% for c in m.tool_calls %}"
+        " CALL {{ c.function.name }} {{ c.function.arguments.city }}{% endfor %}{% endif %}"
+        "{% if m.tool_call_id %} FOR {{ m.tool_call_id }}{% endif %}]{% endfor %}",
+        "", "");
+    const std::string text = tok_->decode(renderConversation(*tok_, &native, conversation, ContextFit{}, tools).ids);
+    QCOMPARE(text, std::string("TOOLS:get_weather;[user:Weather?][assistant: CALL get_weather Mantua][tool:Rain. FOR call_1]"));
+    // The demo's template: a system message with the tool's signature, the call and the result as text.
+    const std::string generic = tok_->decode(renderConversation(*tok_, tpl_.get(), conversation, ContextFit{}, tools).ids);
+    QVERIFY2(generic.find("get_weather({city: string, days?: integer}) - Weather of a city") != std::string::npos, generic.c_str());
+    QVERIFY2(generic.find("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Mantua\"}}\n</tool_call>") !=
+                 std::string::npos, generic.c_str());
+    QVERIFY2(generic.find("<tool_response>\nRain.\n</tool_response>") != std::string::npos, generic.c_str());
+    // Without tools or tool messages nothing changes.
+    QCOMPARE(renderConversation(*tok_, tpl_.get(), chat_, ContextFit{}, {}).ids, templated(chat_));
+  }
+
   void dropOldestLeavesOutWholeTurnsAndKeepsTheSystemMessage() {
     const int full = static_cast<int>(templated(chat_).size());
     const std::vector<ChatMessage> twoTurns = {chat_[0], chat_[3], chat_[4], chat_[5], chat_[6]};
