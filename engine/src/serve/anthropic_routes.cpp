@@ -1,6 +1,8 @@
 // AnthropicRoutes (see anthropic_routes.h): the Messages endpoints around the scheduler's tickets.
 #include "serve/anthropic_routes.h"
 
+#include "serve/connection_stream.h"
+
 #include <chrono>
 #include <string_view>
 
@@ -26,17 +28,24 @@ int64_t unixNow() {
 
 // A stream's state, shared by httplib's content provider and its releaser.
 struct AnthropicRoutes::StreamState {
-  StreamState(std::shared_ptr<RequestTicket> t, AnthropicStream stream, int tokens)
-      : ticket(std::move(t)), sse(std::move(stream)), promptTokens(tokens) {}
+  StreamState(std::shared_ptr<RequestTicket> t, AnthropicStream stream, int tokens, ReplyObserver o,
+              std::unique_ptr<OpenRequest> request)
+      : ticket(std::move(t)), sse(std::move(stream)), promptTokens(tokens), observer(std::move(o)), open(std::move(request)) {}
   std::shared_ptr<RequestTicket> ticket;
   AnthropicStream sse;
   int promptTokens = 0;
+  ReplyObserver observer;
+  std::unique_ptr<OpenRequest> open;
   bool opened = false, ended = false;
   std::chrono::steady_clock::time_point lastWrite = std::chrono::steady_clock::now();
 };
 
-AnthropicRoutes::AnthropicRoutes(ServeScheduler& scheduler, const ServerOptions& options, const std::atomic<bool>& stopping)
-    : scheduler_(scheduler), options_(options), stopping_(stopping), started_(unixNow()) {}
+AnthropicRoutes::AnthropicRoutes(ServeScheduler& scheduler, const ServerOptions& options, const std::atomic<bool>& stopping,
+                                 ServeMetrics& metrics, std::atomic<int>& openRequests)
+    : scheduler_(scheduler), options_(options), stopping_(stopping), metrics_(metrics), openRequests_(openRequests),
+      started_(unixNow()) {
+  metrics_.trackEndpoint(std::string(kPath));
+}
 
 bool AnthropicRoutes::handles(const std::string& path) {
   return path.rfind(kPath, 0) == 0 && (path.size() == kPath.size() || path[kPath.size()] == '/');
@@ -96,6 +105,16 @@ std::optional<std::string> AnthropicRoutes::stopSequence(const std::vector<std::
 }
 
 void AnthropicRoutes::messages(const httplib::Request& req, httplib::Response& res) {
+  ReplyObserver observer(metrics_, req.path);
+  auto open = std::make_unique<OpenRequest>(openRequests_);  // counted before `stopping` is read
+  const auto refuse = [&](const ApiError& e) {
+    observer.end(RequestOutcome::Refused, e.status());
+    sendError(res, e);
+  };
+  if (stopping_) {
+    refuse(ApiError(503, "overloaded_error", "The server is shutting down."));
+    return;
+  }
   GenerationRequest request;
   int promptTokens = 0;
   std::shared_ptr<RequestTicket> ticket;
@@ -105,7 +124,7 @@ void AnthropicRoutes::messages(const httplib::Request& req, httplib::Response& r
     // a conversation that cannot run is refused here, with an HTTP status, rather than in the stream.
     if (request.stream) promptTokens = static_cast<int>(scheduler_.renderPrompt(request).size());
   } catch (const ApiError& e) {
-    sendError(res, e);
+    refuse(e);
     return;
   }
   const bool stream = request.stream;
@@ -113,32 +132,43 @@ void AnthropicRoutes::messages(const httplib::Request& req, httplib::Response& r
   try {
     ticket = scheduler_.submit(std::move(request));
   } catch (const ApiError& e) {
-    sendError(res, e);
+    refuse(e);
     return;
   }
   const MessageIds ids{"msg_" + std::to_string(started_) + "_" + std::to_string(nextMessage_++), options_.modelId};
   if (!stream) {
-    answerWhole(ids, stops, ticket, res);
+    answerWhole(ids, stops, ticket, observer, res);
     return;
   }
   auto state = std::make_shared<StreamState>(
       ticket, AnthropicStream(ids, [this, stops](const GenerationStats& info) { return stopSequence(stops, info); }),
-      promptTokens);
+      promptTokens, std::move(observer), std::move(open));
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream", [this, state](size_t, httplib::DataSink& sink) { return pump(*state, sink); },
       [state](bool success) {
-        if (!success || !state->ended) state->ticket->cancel();  // the client went away: free its sequence
+        if (!success || !state->ended) {  // the client went away: free its sequence
+          state->ticket->cancel();
+          state->observer.end(RequestOutcome::Cancelled, kClientClosedRequest);
+        }
+        state->open.reset();
       });
 }
 
 // A non-streaming request: waits for the reply's final event (or for the server to stop).
 void AnthropicRoutes::answerWhole(const MessageIds& ids, const std::vector<std::string>& stops,
-                                  const std::shared_ptr<RequestTicket>& ticket, httplib::Response& res) const {
+                                  const std::shared_ptr<RequestTicket>& ticket, ReplyObserver& observer,
+                                  httplib::Response& res) const {
   std::vector<Event> events;
   for (;;) {
+    if (clientGone()) {  // nobody will read the reply: free its sequence at the next step
+      ticket->cancel();
+      observer.end(RequestOutcome::Cancelled, kClientClosedRequest);
+      return;
+    }
     events.clear();
     const bool more = ticket->wait(events, kPoll);
+    observer.observe(events);
     for (const Event& e : events) {
       if (e.kind == Event::Kind::Failed) {
         sendError(res, *e.error);
@@ -152,9 +182,10 @@ void AnthropicRoutes::answerWhole(const MessageIds& ids, const std::vector<std::
       }
       return;
     }
-    if (!more) break;
-    if (stopping_) ticket->cancel();
+    if (!more || stopping_) break;
   }
+  observer.end(RequestOutcome::Failed, 503);
+  ticket->cancel();
   sendError(res, ApiError(503, "overloaded_error", "The server is shutting down."));
 }
 
@@ -170,8 +201,10 @@ bool AnthropicRoutes::pump(StreamState& s, httplib::DataSink& sink) const {
     s.opened = true;
     if (!write(s.sse.open(s.promptTokens))) return false;
   }
+  if (clientGone()) return false;  // the releaser cancels
   std::vector<Event> events;
   const bool more = s.ticket->wait(events, kPoll);
+  s.observer.observe(events);
   for (const Event& e : events) {
     if (!write(s.sse.onEvent(e))) return false;
     if (s.sse.ended()) {
@@ -182,12 +215,20 @@ bool AnthropicRoutes::pump(StreamState& s, httplib::DataSink& sink) const {
   }
   if (!more) {  // closed without a final event taken here: nothing more will come
     s.ended = true;
+    s.observer.end(RequestOutcome::Failed, 500);
     sink.done();
     return true;
   }
-  if (stopping_) {
+  if (stopping_) {  // an error event: the client knows the reply is cut, and why
+    s.ended = true;
     s.ticket->cancel();
-    return true;  // the ticket closes with a Failed event, written next time
+    s.observer.end(RequestOutcome::Failed, 503);
+    Event failed;
+    failed.kind = Event::Kind::Failed;
+    failed.error = ApiError(503, "overloaded_error", "The server is shutting down.");
+    const bool ok = write(s.sse.onEvent(failed));
+    if (ok) sink.done();
+    return ok;
   }
   if (std::chrono::steady_clock::now() - s.lastWrite >= std::chrono::milliseconds(options_.heartbeatMs))
     return write(AnthropicStream::ping());

@@ -23,13 +23,17 @@
 #include "serve/anthropic_responses.h"
 #include "zipmoe/serve/anthropic_request.h"
 #include "zipmoe/serve/openai_server.h"
+#include "zipmoe/serve/serve_metrics.h"
 
 namespace zipmoe::serve {
 
 class AnthropicRoutes {
  public:
-  // REQUIRES: all three outlive the routes (OpenAiServer::Impl holds them together).
-  AnthropicRoutes(ServeScheduler& scheduler, const ServerOptions& options, const std::atomic<bool>& stopping);
+  // REQUIRES: all of them outlive the routes (OpenAiServer::Impl holds them together). `metrics`
+  // counts these requests as the OpenAI endpoints' are; `openRequests` counts the ones open, which
+  // OpenAiServer::stop() waits for.
+  AnthropicRoutes(ServeScheduler& scheduler, const ServerOptions& options, const std::atomic<bool>& stopping,
+                  ServeMetrics& metrics, std::atomic<int>& openRequests);
 
   // Whether `path` is one of these routes' (/v1/messages and below): its errors take Anthropic's shape.
   static bool handles(const std::string& path);
@@ -44,13 +48,15 @@ class AnthropicRoutes {
   void messages(const httplib::Request& req, httplib::Response& res);
   void countTokens(const httplib::Request& req, httplib::Response& res) const;
   void answerWhole(const MessageIds& ids, const std::vector<std::string>& stops,
-                   const std::shared_ptr<RequestTicket>& ticket, httplib::Response& res) const;
+                   const std::shared_ptr<RequestTicket>& ticket, ReplyObserver& observer, httplib::Response& res) const;
   bool pump(StreamState& s, httplib::DataSink& sink) const;
   std::optional<std::string> stopSequence(const std::vector<std::string>& stops, const GenerationStats& info) const;
 
   ServeScheduler& scheduler_;
   const ServerOptions& options_;
   const std::atomic<bool>& stopping_;
+  ServeMetrics& metrics_;
+  std::atomic<int>& openRequests_;
   std::atomic<uint64_t> nextMessage_{1};
   const int64_t started_;
 };

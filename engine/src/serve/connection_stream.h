@@ -9,6 +9,7 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 
@@ -63,6 +64,25 @@ class ConnectionStream final : public httplib::Stream {
   Clock::time_point readDeadline_ = Clock::time_point::max();
   mutable bool timedOut_ = false;
   bool closeAfterReply_ = false;
+};
+
+// nginx's status for a request whose client went away first (metrics count it so).
+inline constexpr int kClientClosedRequest = 499;
+
+// The client of the request this worker serves closed its connection: nobody will read the reply.
+inline bool clientGone() {
+  const ConnectionStream* s = ConnectionStream::current();
+  return s != nullptr && s->peerClosed();
+}
+
+// Counts a generation request from its handler's start until its reply is written (a stream's state
+// holds one): OpenAiServer::stop() waits for them to end before the listener stops.
+struct OpenRequest {
+  explicit OpenRequest(std::atomic<int>& n) : count(n) { ++count; }
+  ~OpenRequest() { --count; }
+  OpenRequest(const OpenRequest&) = delete;
+  OpenRequest& operator=(const OpenRequest&) = delete;
+  std::atomic<int>& count;
 };
 
 }  // namespace zipmoe::serve

@@ -30,7 +30,6 @@ namespace {
 constexpr auto kPoll = std::chrono::milliseconds(100);
 constexpr const char* kJson = "application/json";
 constexpr const char* kPrometheusText = "text/plain; version=0.0.4; charset=utf-8";
-constexpr int kClientClosedRequest = 499;  // nginx's status for a client that went away first
 constexpr int kListenBacklog = 1024;  // pending connections the kernel queues before accept
 constexpr auto kDrainTime = std::chrono::seconds(10);  // stop() waits this long at most for open requests
 
@@ -45,21 +44,9 @@ void sendError(httplib::Response& res, const ApiError& e) {
 
 ApiError shuttingDown() { return ApiError(503, "server_error", "The server is shutting down.", {}, "shutting_down"); }
 
-// The client of the request this worker serves closed its connection: nobody will read the reply.
-bool clientGone() {
-  const serve::ConnectionStream* s = serve::ConnectionStream::current();
-  return s != nullptr && s->peerClosed();
-}
-
-// Counts a generation request from its handler's start until its reply is written (a stream's state
-// holds one): stop() waits for them to end before the listener stops.
-struct OpenRequest {
-  explicit OpenRequest(std::atomic<int>& n) : count(n) { ++count; }
-  ~OpenRequest() { --count; }
-  OpenRequest(const OpenRequest&) = delete;
-  OpenRequest& operator=(const OpenRequest&) = delete;
-  std::atomic<int>& count;
-};
+using serve::clientGone;
+using serve::kClientClosedRequest;
+using serve::OpenRequest;
 
 serve::GatedServerOptions gateOptions(const ServerOptions& o) {
   const int workers = std::max(o.maxConnections, 4);
@@ -98,16 +85,16 @@ struct OpenAiServer::Impl {
   int port = 0;
   int listenFd = -1;  // the bound socket: httplib's socket-options hook reports it, inside start()
   const int64_t created = unixNow();
-  serve::AnthropicRoutes anthropic{scheduler, options, stopping};  // /v1/messages (anthropic_routes.h)
-
   std::shared_ptr<ServeMetrics> metrics;
+  serve::AnthropicRoutes anthropic;  // /v1/messages (anthropic_routes.h)
 
   Impl(ServeScheduler& s, ServerOptions o)
       : scheduler(s),
         options(std::move(o)),
         server(gateOptions(options)),
         guard(serve::HttpGuardOptions{options.host, options.allowedHosts, options.corsOrigins, options.maxBodyBytes}),
-        metrics(options.metrics ? options.metrics : std::make_shared<ServeMetrics>()) {}
+        metrics(options.metrics ? options.metrics : std::make_shared<ServeMetrics>()),
+        anthropic(scheduler, options, stopping, *metrics, openRequests) {}
 
   bool needsKey(const std::string& path) const {
     return path.rfind("/v1/", 0) == 0 || (path == "/metrics" && !options.metricsPublic);

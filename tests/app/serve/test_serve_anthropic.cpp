@@ -202,6 +202,18 @@ class TestServeAnthropic : public QObject {
     QCOMPARE(json::parse(s["tool_uses"][0]["input_json"].get<std::string>()), use["input"]);
   }
 
+  // /metrics counts these requests as the OpenAI endpoints' (earlier tests completed some; a wrong
+  // model is refused with its status).
+  void metricsCountMessages() {
+    QCOMPARE(post("/v1/messages", R"({"model":"nope","max_tokens":4,"messages":[{"role":"user","content":"hi"}]})").code, 404);
+    const testing::HttpReply m = testing::curl({"-H", "Authorization: Bearer " + kKey, QString("http://127.0.0.1:%1/metrics").arg(port_)});
+    QCOMPARE(m.code, 200);
+    QVERIFY2(m.body.find(R"(zipmoe_requests_total{endpoint="/v1/messages",outcome="completed",code="200"})") != std::string::npos,
+             m.body.c_str());
+    QVERIFY2(m.body.find(R"(zipmoe_requests_total{endpoint="/v1/messages",outcome="refused",code="404"} 1)") != std::string::npos,
+             m.body.c_str());
+  }
+
   void keysAreChecked() {
     const std::string body = conversation(4, false).dump();
     checkError(post("/v1/messages", body, ""), 401, "authentication_error", "");
