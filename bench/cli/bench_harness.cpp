@@ -5,10 +5,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -38,6 +41,22 @@ double percentile(std::vector<double> v, double p) {
   const size_t hi = std::min(lo + 1, v.size() - 1);
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
+
+uint64_t processMemory(const char* field) {
+  std::ifstream in("/proc/self/status");
+  const std::string name(field);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(name, 0) == 0) return 1024 * std::strtoull(line.c_str() + name.size(), nullptr, 10);  // kB
+  return 0;
+}
+
+bool resetPeakRss() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return static_cast<bool>(out);
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -55,6 +55,12 @@ std::vector<std::string> splitList(const std::string& text);
 // median (the mean of the two middle values for an even count). 0 for an empty v.
 double percentile(std::vector<double> v, double p);
 
+// This process's resident memory from /proc/self/status, in bytes: `field` "VmRSS:" (now) or
+// "VmHWM:" (the peak since the process started or since resetPeakRss()); 0 without /proc.
+uint64_t processMemory(const char* field);
+// Starts a new peak (Linux: "5" written to /proc/self/clear_refs); false when the kernel refuses.
+bool resetPeakRss();
+
 struct WorkloadSpec {
   std::string label;                  // names the workload in results and figures
   std::filesystem::path hf;           // the HF checkpoint (the full-tensor baselines read it)

@@ -43,6 +43,10 @@
 namespace zipmoe::cli {
 namespace {
 
+// What no budget counts, stated: connection buffers and threads, allocator arenas, libtorch's
+// per-call scratch (test_serve_metrics_http checks the same bound on the demo model).
+constexpr uint64_t kServeFixedOverhead = 48ull << 20;
+
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
@@ -178,6 +182,10 @@ json runOne(const std::filesystem::path& store, const EngineOptions& base, const
   OpenAiServer server(scheduler, ho);
   const int port = server.start();
 
+  // Memory that is measured (docs/SERVER.md): the RSS now, and its peak over the run, against the
+  // budget the runtime does not hold yet plus a stated fixed overhead.
+  const bool peakReset = resetPeakRss();
+  const uint64_t rssIdle = processMemory("VmRSS:");
   const RuntimeStats before = rt.stats();
   const ServeCounters countersBefore = scheduler.counters();
   std::mutex mutex;
@@ -202,6 +210,7 @@ json runOne(const std::filesystem::path& store, const EngineOptions& base, const
     });
   for (auto& t : threads) t.join();
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  const uint64_t rssPeak = processMemory("VmHWM:");
   const RuntimeStats after = rt.stats();
   server.stop();
   scheduler.stop();
@@ -245,6 +254,15 @@ json runOne(const std::filesystem::path& store, const EngineOptions& base, const
             {"budget_bytes", counters.budgetBytes},
             {"peak_used_bytes", counters.peakUsedBytes},
             {"over_budget_steps", counters.overBudgetSteps},
+            // The process's RSS (/proc/self/status: the server and its load clients together) before
+            // the load and at its peak during it; its growth against what the budget leaves: the
+            // serving budget minus what the runtime already held, plus kServeFixedOverhead.
+            {"rss_idle_bytes", rssIdle},
+            {"rss_peak_bytes", peakReset ? rssPeak : 0},
+            {"expert_held_idle_bytes", before.heldBytes},
+            {"rss_growth_allowed_bytes", counters.budgetBytes > before.heldBytes
+                                             ? counters.budgetBytes - before.heldBytes + kServeFixedOverhead
+                                             : 0},
             {"routing", so.routing ? "trace prompt per request: " + options.replayTrace.filename().string() : "the model's router"},
             {"trace_requests_routed", tracePromptsReplayed},
             // TTFT and ITL are timed on text chunks: a request whose tokens decode to no text (a generated
@@ -315,14 +333,17 @@ int runBenchServe(const Args& arguments) {
   std::string command = "zipmoe bench serve";
   for (const auto& a : arguments) command += " " + a;
   json out = {{"command", command}, {"host", hostIdentity()}, {"build", buildInfo()}, {"runs", json::array()}};
-  std::printf("%-28s %5s %4s %9s %9s %9s %9s %9s %10s %11s\n", "config", "reqs", "fail", "tok/s", "TTFT p50", "TTFT p99",
-              "ITL p50", "ITL p99", "loads/step", "bytes/token");
+  std::printf("%-28s %5s %4s %9s %9s %9s %9s %9s %10s %11s %12s\n", "config", "reqs", "fail", "tok/s", "TTFT p50", "TTFT p99",
+              "ITL p50", "ITL p99", "loads/step", "bytes/token", "RSS +MiB/ok");
   for (const Config& c : configs) {
     const json r = runOne(store, options, budget, c, clients, seconds, rate, maxTokens, maxBatch, seed);
-    std::printf("%-28s %5d %4d %9.1f %9.1f %9.1f %9.1f %9.1f %10.2f %11.0f\n", c.label.c_str(), r["requests"].get<int>(),
-                r["failures"].get<int>(), r["throughput_tokens_per_s"].get<double>(), r["ttft_ms_p50"].get<double>(),
-                r["ttft_ms_p99"].get<double>(), r["itl_ms_p50"].get<double>(), r["itl_ms_p99"].get<double>(),
-                r["expert_loads_per_step"].get<double>(), r["bytes_read_per_token"].get<double>());
+    const double mib = 1024.0 * 1024.0;
+    const double growth = (r["rss_peak_bytes"].get<double>() - r["rss_idle_bytes"].get<double>()) / mib;
+    std::printf("%-28s %5d %4d %9.1f %9.1f %9.1f %9.1f %9.1f %10.2f %11.0f %6.0f/%-5.0f\n", c.label.c_str(),
+                r["requests"].get<int>(), r["failures"].get<int>(), r["throughput_tokens_per_s"].get<double>(),
+                r["ttft_ms_p50"].get<double>(), r["ttft_ms_p99"].get<double>(), r["itl_ms_p50"].get<double>(),
+                r["itl_ms_p99"].get<double>(), r["expert_loads_per_step"].get<double>(),
+                r["bytes_read_per_token"].get<double>(), growth, r["rss_growth_allowed_bytes"].get<double>() / mib);
     std::fflush(stdout);
     out["runs"].push_back(r);
   }
