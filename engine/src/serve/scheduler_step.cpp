@@ -90,6 +90,7 @@ void ServeScheduler::Loop::retire(std::list<std::unique_ptr<Live>>::iterator it)
   r.ticket->finish(r.info);
   ++counters.completed;
   if (options.routing) options.routing->release(r.ticket->id());
+  if (promptCache && r.request.cacheOwner == 0) promptCache->save(model, r.seq, r.seqTokens);
   if (options.cachedSequences > 0) {
     cached.push_back({r.seq, std::move(r.seqTokens), r.capacity, std::move(r.usage), step, r.request.cacheOwner});
     while (static_cast<int>(cached.size()) > options.cachedSequences) {
