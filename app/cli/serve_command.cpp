@@ -152,6 +152,7 @@ int runServe(const Args& args) {
   if (const auto v = line.text("--prompt-cache-size")) {
     if (serve.promptCacheDir.empty()) throw Error("option --prompt-cache-size needs --prompt-cache DIR");
     serve.promptCacheBytes = parseByteSize("--prompt-cache-size", *v);
+    if (serve.promptCacheBytes == 0) throw Error("option --prompt-cache-size: '" + *v + "' leaves no room for a file");
   }
 
   EngineOptions options;

@@ -85,7 +85,7 @@ class MoeModelImpl : public MoeModel {
                       : makeDenseMlp(config_, *weights, prefix, dtype_);
       layers_.push_back(std::move(layer));
     }
-    kvIdentity_ = describeKv(weights->config().dump());
+    configText_ = weights->config().dump();
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -137,7 +137,10 @@ class MoeModelImpl : public MoeModel {
     return sum;
   }
 
-  std::string kvIdentity() const override { return kvIdentity_; }
+  std::string kvIdentity() const override {
+    if (kvIdentity_.empty()) kvIdentity_ = describeKv();
+    return kvIdentity_;
+  }
 
   void saveSequence(SequenceId seq, int64_t tokens, std::ostream& out) const override {
     saveKvCache(find(seq, "saveSequence"), tokens, out);
@@ -256,16 +259,17 @@ class MoeModelImpl : public MoeModel {
     }
   }
 
-  // kvIdentity(): the config (as parsed JSON, so formatting does not count), the final and first
-  // layer's norms (checkpoints of one architecture differ there), the dtype and each layer's cache
-  // layout, runs of equal layers written once ("27×…").
-  std::string describeKv(const std::string& configText) const {
+  // kvIdentity(): the config (as parsed JSON, so formatting does not count); the embedding, the LM
+  // head, the final norm and the first layer's two (checkpoints of one config — a base model and
+  // its instruct tune — differ there; read once, at the first call); the dtype and each layer's
+  // cache layout.
+  std::string describeKv() const {
     const auto crcOf = [](const at::Tensor& t, uint32_t crc) {
       const at::Tensor c = t.contiguous();
       return detail::crc32c(c.data_ptr(), static_cast<size_t>(c.numel()) * static_cast<size_t>(c.element_size()), crc);
     };
-    uint32_t norms = crcOf(finalNorm_, 0);
-    if (!layers_.empty()) norms = crcOf(layers_[0].postNorm, crcOf(layers_[0].inputNorm, norms));
+    uint32_t weights = crcOf(lmHead_, crcOf(embed_, crcOf(finalNorm_, 0)));
+    if (!layers_.empty()) weights = crcOf(layers_[0].postNorm, crcOf(layers_[0].inputNorm, weights));
     std::vector<std::string> per;
     for (const DecoderLayer& layer : layers_) {
       auto [first, second] = layer.attention->makeCache();
@@ -279,7 +283,8 @@ class MoeModelImpl : public MoeModel {
       i = j;
     }
     char hex[64];
-    std::snprintf(hex, sizeof hex, "config:%08x norms:%08x", detail::crc32c(configText.data(), configText.size()), norms);
+    std::snprintf(hex, sizeof hex, "config:%08x weights:%08x", detail::crc32c(configText_.data(), configText_.size()),
+                  weights);
     return std::string(hex) + " dtype:" + (computeDtype_ == ComputeDtype::BFloat16 ? "bf16" : "fp32") + " kv:" + layout;
   }
 
@@ -313,7 +318,8 @@ class MoeModelImpl : public MoeModel {
   at::Tensor embed_, finalNorm_, lmHead_;
   std::vector<DecoderLayer> layers_;
   std::map<SequenceId, KvCache> sequences_;
-  std::string kvIdentity_;
+  std::string configText_;             // config.json as parsed, dumped (kvIdentity)
+  mutable std::string kvIdentity_;     // computed at the first call
   SequenceId nextId_ = 0;
 };
 

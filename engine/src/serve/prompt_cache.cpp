@@ -175,10 +175,11 @@ void PromptCache::index() {
     fs::file_time_type mtime;
   };
   std::vector<Found> found;
-  std::error_code ec;
-  for (const fs::directory_entry& d : fs::directory_iterator(dir_, ec)) {
+  std::error_code listing;
+  for (const fs::directory_entry& d : fs::directory_iterator(dir_, listing)) {
     const std::string name = d.path().filename().string();
-    if (name.size() > std::strlen(kTempSuffix) && name.ends_with(kTempSuffix)) {
+    std::error_code ec;
+    if (name.ends_with(kTempSuffix)) {
       fs::remove(d.path(), ec);  // a save cut short (this directory is ours: we hold its lock)
       continue;
     }
@@ -188,7 +189,7 @@ void PromptCache::index() {
       found.push_back({std::move(*e), mtime});
     }
   }
-  if (ec) warn_(dir_.string() + ": listing stopped early: " + ec.message());
+  if (listing) warn_(dir_.string() + ": cannot be listed: " + listing.message() + "; starting without its files");
   std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
     return a.mtime != b.mtime ? a.mtime < b.mtime : a.entry.file < b.entry.file;
   });
@@ -235,7 +236,7 @@ bool PromptCache::load(const Hit& hit, MoeModel& model, MoeModel::SequenceId seq
     return fail("changed since it was indexed");
   try {
     model.loadSequence(seq, in, static_cast<int64_t>(h.tokens.size()), hit.keep);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // a short file, or no memory for the staging rows
     return fail(e.what());
   }
   uint32_t stored = 0;

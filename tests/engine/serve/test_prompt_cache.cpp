@@ -1,6 +1,6 @@
 // The prompt cache on disk (serve/prompt_cache.h) and the KV export it stands on
 // (MoeModel::saveSequence/loadSequence): every family's sequence saved and loaded decodes bit for bit
-// as the uninterrupted one; a scheduler restarted on the same directory reuses the conversation's
+// as the uninterrupted one, and another checkpoint of the same config has another KV identity; a scheduler restarted on the same directory reuses the conversation's
 // KV and gives the same greedy reply as one without the cache (demo model, fp32); a corrupt,
 // truncated or foreign file is skipped with a warning naming it and the reason, and left alone;
 // the size bound deletes the least recently used files, and a file made redundant by a longer one
@@ -129,6 +129,11 @@ class TestPromptCache : public QObject {
     generateSyntheticModel(dir, syntheticModelConfig(options), options);
     const auto model = loadModel(dir);
     QVERIFY(!model->kvIdentity().empty());
+    // Another checkpoint of the same config (other weights) is another identity, and so is bf16.
+    options.seed = 99;
+    generateSyntheticModel(tmp / "other", syntheticModelConfig(options), options);
+    QVERIFY(loadModel(tmp / "other")->kvIdentity() != model->kvIdentity());
+    QVERIFY(loadModel(dir, ComputeDtype::BFloat16)->kvIdentity() != model->kvIdentity());
     const std::vector<int32_t> prompt = tokens(12, family);
 
     const auto a = model->addSequence(), b = model->addSequence();

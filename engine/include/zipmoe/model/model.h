@@ -101,9 +101,10 @@ class MoeModel {
   virtual const std::vector<std::vector<int32_t>>& lastForwardRouting() const = 0;
 
   // A sequence's KV cache as bytes, for the serving scheduler's prompt cache on disk
-  // (serve/prompt_cache.h). kvIdentity() names what the bytes mean — a digest of the model's config
-  // and of its first layers' norms, the compute dtype and every layer's cache layout — so that bytes
-  // of another model, dtype or layout are never loaded; empty when the model cannot export its cache
+  // (serve/prompt_cache.h). kvIdentity() names what the bytes mean — digests of the model's config
+  // and of its embedding, LM head and some norms, the compute dtype and every layer's cache layout —
+  // so that bytes of another model, dtype or layout are never loaded (the first call reads those
+  // weights once: a fraction of a second on a large model); empty when the model cannot export its cache
   // (the defaults here: a model without a real KV cache, like the scheduler tests' ToyModel, leaves
   // the three alone and the prompt cache refuses it at start).
   virtual std::string kvIdentity() const { return {}; }
