@@ -1,6 +1,7 @@
 // The serving scheduler's admission and memory (scheduler_loop.h): a waiting request is rendered
 // and fitted to the context window (renderConversation, the policy every door shares), its longest
-// cached prefix is found among the conversations its owner left behind, its KV cache is reserved
+// cached prefix is found among the conversations its owner left behind (or, for the HTTP server's
+// owner 0, in the prompt cache on disk: serve/prompt_cache.h), its KV cache is reserved
 // within the memory split, and the expert runtime's budget follows what the split leaves.
 #include <algorithm>
 

@@ -2,7 +2,7 @@
 // holds every live request that is not held — each its one decode token or its next prefill chunk
 // — then each samples and streams through its own ReplyStream; requests that ended (a stop rule,
 // or their ticket's stop) are retired at the boundary and their sequences cached for reuse by
-// later requests of the same owner.
+// later requests of the same owner (owner 0's also saved to the prompt cache on disk, if any).
 #include <algorithm>
 
 #include "serve/scheduler_loop.h"

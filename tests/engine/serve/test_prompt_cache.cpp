@@ -4,7 +4,8 @@
 // KV and gives the same greedy reply as one without the cache (demo model, fp32); a corrupt,
 // truncated or foreign file is skipped with a warning naming it and the reason, and left alone;
 // the size bound deletes the least recently used files, and a file made redundant by a longer one
-// goes; a directory that cannot be written, or that another server holds, is a clear error.
+// goes; a directory that cannot be written, or that another server holds, or a model that cannot
+// export its KV, is a clear error.
 #include <QtTest>
 
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/serve/toy_model.h"
 #include "serve/prompt_cache.h"
 #include "test_support.h"
 #include "tools/synthetic/synthetic_model.h"
@@ -325,6 +327,14 @@ class TestPromptCache : public QObject {
       QFAIL("a directory under a file was accepted");
     } catch (const Error& e) {
       QVERIFY2(std::string(e.what()).find(under.string()) != std::string::npos, e.what());
+    }
+    // A model without a KV cache to export (MoeModel's defaults, the threaded tests' ToyModel).
+    const testing::ToyModel toy(64);
+    try {
+      PromptCache cache(tmp / "toy", 1 << 20, toy);
+      QFAIL("a model that cannot save its KV was accepted");
+    } catch (const Error& e) {
+      QVERIFY2(std::string(e.what()).find("cannot save its KV cache") != std::string::npos, e.what());
     }
     PromptCache first(tmp / "cache", 1 << 20, *model);
     try {
