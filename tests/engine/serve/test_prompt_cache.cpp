@@ -1,6 +1,7 @@
 // The prompt cache on disk (serve/prompt_cache.h) and the KV export it stands on
 // (MoeModel::saveSequence/loadSequence): every family's sequence saved and loaded decodes bit for bit
-// as the uninterrupted one, and another checkpoint of the same config has another KV identity; a scheduler restarted on the same directory reuses the conversation's
+// as the uninterrupted one, and another checkpoint of the same config has another KV identity;
+// under a memory budget a request started from a file keeps experts + KV + activations within it; a scheduler restarted on the same directory reuses the conversation's
 // KV and gives the same greedy reply as one without the cache (demo model, fp32); a corrupt,
 // truncated or foreign file is skipped with a warning naming it and the reason, and left alone;
 // the size bound deletes the least recently used files, and a file made redundant by a longer one
@@ -16,11 +17,13 @@
 #include <vector>
 
 #include "engine/serve/toy_model.h"
+#include "serve/memory_split.h"
 #include "serve/prompt_cache.h"
 #include "test_support.h"
 #include "tools/synthetic/synthetic_model.h"
 #include "zipmoe/base/error.h"
 #include "zipmoe/engine.h"
+#include "zipmoe/format/converter.h"
 #include "zipmoe/serve/serve_scheduler.h"
 
 using namespace zipmoe;
@@ -97,6 +100,16 @@ Outcome drain(RequestTicket& t) {
       }
   }
   return o;
+}
+
+GenerationRequest completion(const std::string& prompt, int maxTokens) {
+  GenerationRequest r;
+  r.endpoint = Endpoint::Completions;
+  r.prompt = prompt;
+  r.sampling.temperature = 0;
+  r.sampling.maxTokens = maxTokens;
+  r.maxTokensGiven = true;
+  return r;
 }
 
 GenerationRequest chat(std::vector<ChatMessage> messages, int maxTokens) {
@@ -211,6 +224,57 @@ class TestPromptCache : public QObject {
     QCOMPARE(c.info.reusedTokens, 0);
     QCOMPARE(b.info.tokens, c.info.tokens);
     QCOMPARE(b.info.text, c.info.text);
+  }
+
+  // Under a memory budget (a ZipMoE store with its runtime), a request started from a file reserves
+  // its KV like any other: experts + KV capacity + activations stay within the budget at every step,
+  // and the KV held never exceeds what the split reserved.
+  void aRequestFromAFileStaysWithinTheBudget() {
+    if (!fs::exists(demoModel() / "config.json")) QSKIP("resources/demo-model is absent");
+    TempDir tmp;
+    const fs::path store = tmp / "store";
+    convertCheckpoint(demoModel(), store, ConvertOptions{});
+    EngineOptions eo;
+    eo.runtime = RuntimeOptions{};
+    eo.runtime->budget = MemoryBudget::bytes(64ull << 20);
+    eo.profileSamples = 4;
+    auto engine = Engine::open(store, eo);
+    ExpertRuntime& rt = *engine->runtime();
+    ServeOptions o;
+    o.maxBatch = 4;
+    o.maxStepTokens = 32;
+    o.expertFloorShare = 0;
+    o.promptCacheDir = tmp / "cache";
+    const uint64_t act = serve::activationBytes(engine->model().config(), o.maxStepTokens,
+                                                engine->model().config().maxPositionEmbeddings);
+    o.memoryBudget = MemoryBudget::bytes(act + rt.minimumBudget() + 3 * 80 * engine->model().kvBytesPerToken());
+    int violations = 0, kvOverReserved = 0;
+    o.onStep = [&](const StepReport& r) {
+      violations += r.expertHeldBytes + r.kvCapacityBytes + r.activationBytes > r.totalBudgetBytes ? 1 : 0;
+      kvOverReserved += r.kvCapacityBytes > r.kvReservedBytes ? 1 : 0;
+    };
+    const std::vector<std::string> prompts = {"ROMEO:\nBut soft", "JULIET:\nO Romeo", "NURSE:\nFaith"};
+    std::vector<std::string> next;
+    {
+      ServeScheduler s(engine->model(), engine->tokenizer(), engine->chatTemplate(), &rt, o);
+      for (const auto& p : prompts) {
+        const Outcome out = drain(*s.submit(completion(p, 24)));
+        QVERIFY(out.finished);
+        next.push_back(p + out.info.text + "\nROMEO:");
+      }
+    }
+    ServeScheduler s(engine->model(), engine->tokenizer(), engine->chatTemplate(), &rt, o);
+    std::vector<std::shared_ptr<RequestTicket>> tickets;
+    for (const auto& p : next) tickets.push_back(s.submit(completion(p, 24)));
+    for (auto& t : tickets) {
+      const Outcome out = drain(*t);
+      QVERIFY(out.finished);
+      QVERIFY2(out.info.reusedTokens > 0, qPrintable(QString("reused %1").arg(out.info.reusedTokens)));
+    }
+    s.stop();
+    QCOMPARE(violations, 0);
+    QCOMPARE(kvOverReserved, 0);
+    QCOMPARE(s.counters().overBudgetSteps, uint64_t{0});
   }
 
   void aBadFileIsSkippedWithAWarning_data() {
