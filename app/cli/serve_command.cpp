@@ -50,6 +50,8 @@ std::vector<OptionSpec> serveOptionSpecs() {
       {"--prefill-chunk", "N", "prompt tokens of one request per forward step (default 128)"},
       {"--step-tokens", "N", "tokens of one forward step, all requests together (default 256)"},
       {"--cached-sequences", "N", "finished conversations kept for prefix reuse (0-1024, default 8)"},
+      {"--prompt-cache", "DIR", "keep finished conversations' KV cache in DIR for reuse, also after a restart"},
+      {"--prompt-cache-size", "SIZE", "with --prompt-cache: the files' total size (default 2G; least recently used go first)"},
       {"--expert-floor", "PCT", "with --budget: the least share of it the experts keep (0-100, default 50)"},
       {"--default-max-tokens", "N", "max_tokens of a request that names none (default 256)"},
       {"--max-body", "SIZE", "the largest request body accepted (default 1M)"},
@@ -144,6 +146,15 @@ int runServe(const Args& args) {
   serve.expertFloorShare = line.number("--expert-floor", 0, 100, 50) / 100.0;
   serve.limits.defaultMaxTokens = line.integer<int>("--default-max-tokens", 1, 1 << 20, 256);
   serve.contextOverflow = parseContextOverflowOption(line);
+  if (const auto d = line.text("--prompt-cache")) {
+    if (d->empty()) throw Error("option --prompt-cache: the directory is empty");
+    serve.promptCacheDir = *d;
+  }
+  if (const auto v = line.text("--prompt-cache-size")) {
+    if (serve.promptCacheDir.empty()) throw Error("option --prompt-cache-size needs --prompt-cache DIR");
+    serve.promptCacheBytes = parseByteSize("--prompt-cache-size", *v);
+    if (serve.promptCacheBytes == 0) throw Error("option --prompt-cache-size: '" + *v + "' leaves no room for a file");
+  }
 
   EngineOptions options;
   if (const auto v = line.text("--dtype")) {

@@ -8,6 +8,7 @@
 // an expert that could not be loaded) leaves every sequence as it was.
 // Thread-safety: see model.h (one thread drives a model). Cost: loading reads every dense tensor once
 // (plus every expert with the resident provider); a forward is dominated by its matrix products.
+#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
@@ -15,7 +16,9 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
 
+#include "base/crc32c.h"
 #include "hf/family_description.h"
 #include "model/attention.h"
 #include "model/kv_cache.h"
@@ -82,6 +85,7 @@ class MoeModelImpl : public MoeModel {
                       : makeDenseMlp(config_, *weights, prefix, dtype_);
       layers_.push_back(std::move(layer));
     }
+    configText_ = weights->config().dump();
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -131,6 +135,20 @@ class MoeModelImpl : public MoeModel {
       sum += first.bytesPerTime() + second.bytesPerTime();
     }
     return sum;
+  }
+
+  std::string kvIdentity() const override {
+    if (kvIdentity_.empty()) kvIdentity_ = describeKv();
+    return kvIdentity_;
+  }
+
+  void saveSequence(SequenceId seq, int64_t tokens, std::ostream& out) const override {
+    saveKvCache(find(seq, "saveSequence"), tokens, out);
+  }
+
+  void loadSequence(SequenceId seq, std::istream& in, int64_t stored, int64_t keep) override {
+    find(seq, "loadSequence");
+    loadKvCache(sequences_.at(seq), in, stored, keep);
   }
 
   void setRecordRouting(bool on) override { predictor_->setRecordRouting(on); }
@@ -241,6 +259,35 @@ class MoeModelImpl : public MoeModel {
     }
   }
 
+  // kvIdentity(): the config (as parsed JSON, so formatting does not count); the embedding, the LM
+  // head, the final norm and the first layer's two (checkpoints of one config — a base model and
+  // its instruct tune — differ there; read once, at the first call); the dtype and each layer's
+  // cache layout.
+  std::string describeKv() const {
+    const auto crcOf = [](const at::Tensor& t, uint32_t crc) {
+      const at::Tensor c = t.contiguous();
+      return detail::crc32c(c.data_ptr(), static_cast<size_t>(c.numel()) * static_cast<size_t>(c.element_size()), crc);
+    };
+    uint32_t weights = crcOf(lmHead_, crcOf(embed_, crcOf(finalNorm_, 0)));
+    if (!layers_.empty()) weights = crcOf(layers_[0].postNorm, crcOf(layers_[0].inputNorm, weights));
+    std::vector<std::string> per;
+    for (const DecoderLayer& layer : layers_) {
+      auto [first, second] = layer.attention->makeCache();
+      per.push_back(first.layout() + "+" + second.layout());
+    }
+    std::string layout;
+    for (size_t i = 0; i < per.size();) {
+      size_t j = i;
+      while (j < per.size() && per[j] == per[i]) ++j;
+      layout += (layout.empty() ? "" : " ") + std::to_string(j - i) + "x(" + per[i] + ")";
+      i = j;
+    }
+    char hex[64];
+    std::snprintf(hex, sizeof hex, "config:%08x weights:%08x", detail::crc32c(configText_.data(), configText_.size()),
+                  weights);
+    return std::string(hex) + " dtype:" + (computeDtype_ == ComputeDtype::BFloat16 ? "bf16" : "fp32") + " kv:" + layout;
+  }
+
   void checkProvider(const std::filesystem::path& dir) const {
     const ExpertProvider& p = *experts_;
     const std::string what = dir.string() + ": expert provider";
@@ -271,6 +318,8 @@ class MoeModelImpl : public MoeModel {
   at::Tensor embed_, finalNorm_, lmHead_;
   std::vector<DecoderLayer> layers_;
   std::map<SequenceId, KvCache> sequences_;
+  std::string configText_;             // config.json as parsed, dumped (kvIdentity)
+  mutable std::string kvIdentity_;     // computed at the first call
   SequenceId nextId_ = 0;
 };
 

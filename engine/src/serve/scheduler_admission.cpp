@@ -1,6 +1,7 @@
 // The serving scheduler's admission and memory (scheduler_loop.h): a waiting request is rendered
 // and fitted to the context window (renderConversation, the policy every door shares), its longest
-// cached prefix is found among the conversations its owner left behind, its KV cache is reserved
+// cached prefix is found among the conversations its owner left behind (or, for the HTTP server's
+// owner 0, in the prompt cache on disk: serve/prompt_cache.h), its KV cache is reserved
 // within the memory split, and the expert runtime's budget follows what the split leaves.
 #include <algorithm>
 
@@ -45,6 +46,8 @@ ServeScheduler::Loop::Loop(MoeModel& m, const Tokenizer& t, const ChatTemplate* 
     lastMisses = st.misses;
     lastBytesRead = st.bytesRead;
   }
+  if (!options.promptCacheDir.empty())
+    promptCache = std::make_unique<serve::PromptCache>(options.promptCacheDir, options.promptCacheBytes, model);
 }
 
 // ---- memory ----------------------------------------------------------------------------------
@@ -158,9 +161,12 @@ ServeScheduler::Loop::Admit ServeScheduler::Loop::admit(serve::Waiting& w) {
   p.maxTokens = std::min(p.maxTokens, room);  // beyond the window: "length" there, as llama.cpp does
   const int64_t need = static_cast<int64_t>(prompt.size()) + p.maxTokens;
 
-  // The cached sequence of the same owner sharing the longest prefix with this prompt.
+  // The cached sequence of the same owner sharing the longest prefix with this prompt — or, for
+  // owner 0, a file on disk (the prompt cache) that covers more of it than any sequence in memory.
+  std::optional<serve::PromptCache::Hit> disk;
+  if (promptCache && w.request.cacheOwner == 0) disk = promptCache->find(prompt, 0);
   std::optional<size_t> reuse;
-  size_t reuseKeep = 0;
+  size_t reuseKeep = disk ? static_cast<size_t>(disk->keep) - 1 : 0;  // memory wins a tie
   for (size_t i = 0; i < cached.size(); ++i) {
     if (cached[i].owner != w.request.cacheOwner) continue;
     size_t keep = 0;
@@ -172,6 +178,7 @@ ServeScheduler::Loop::Admit ServeScheduler::Loop::admit(serve::Waiting& w) {
       reuseKeep = keep;
     }
   }
+  if (reuse) disk.reset();
   const int64_t have = reuse ? cached[*reuse].capacity : 0;
   const MoeModel::SequenceId reuseSeq = reuse ? cached[*reuse].seq : -1;
   const uint64_t extra = static_cast<uint64_t>(std::max<int64_t>(0, need - have)) * kvPerToken;
@@ -223,7 +230,6 @@ ServeScheduler::Loop::Admit ServeScheduler::Loop::admit(serve::Waiting& w) {
     r->seq = model.addSequence();
     r->usage = serve::UsageProfile(layers, experts);
   }
-  r->info.prefilledTokens = r->info.promptTokens - r->info.reusedTokens;
   split.addKv(extra);
   followSplit(false);
   r->capacity = std::max(r->capacity, need);
@@ -234,6 +240,11 @@ ServeScheduler::Loop::Admit ServeScheduler::Loop::admit(serve::Waiting& w) {
     w.ticket->fail(ApiError(500, "server_error", std::string("The request's KV cache could not be reserved: ") + e.what()));
     return Admit::Failed;
   }
+  if (disk && promptCache->load(*disk, model, r->seq)) {  // a file that does not check out: prefill it all
+    r->seqTokens.assign(r->prompt.begin(), r->prompt.begin() + disk->keep);
+    r->info.reusedTokens = static_cast<int>(disk->keep);
+  }
+  r->info.prefilledTokens = r->info.promptTokens - r->info.reusedTokens;
   counters.reusedPromptTokens += static_cast<uint64_t>(r->info.reusedTokens);
   live.push_back(std::move(r));
   return Admit::Started;

@@ -21,6 +21,7 @@
 #include "zipmoe/generation/conversation.h"
 #include "serve/coserve_policy.h"
 #include "serve/memory_split.h"
+#include "serve/prompt_cache.h"
 #include "zipmoe/serve/serve_scheduler.h"
 
 namespace zipmoe {
@@ -100,6 +101,7 @@ struct ServeScheduler::Loop {
   std::deque<serve::Waiting> waiting;
   std::list<std::unique_ptr<serve::Live>> live;
   std::vector<serve::Cached> cached;
+  std::unique_ptr<serve::PromptCache> promptCache;  // ServeOptions::promptCacheDir: owner 0's, on disk
   uint64_t lastMisses = 0, lastBytesRead = 0;
   ServeCounters counters;  // the engine's copy, published after each iteration
   // The vocabulary's bytes for constrained decoding, built at the first request that needs it.

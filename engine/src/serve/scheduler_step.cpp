@@ -2,7 +2,7 @@
 // holds every live request that is not held — each its one decode token or its next prefill chunk
 // — then each samples and streams through its own ReplyStream; requests that ended (a stop rule,
 // or their ticket's stop) are retired at the boundary and their sequences cached for reuse by
-// later requests of the same owner.
+// later requests of the same owner (owner 0's also saved to the prompt cache on disk, if any).
 #include <algorithm>
 
 #include "serve/scheduler_loop.h"
@@ -90,6 +90,7 @@ void ServeScheduler::Loop::retire(std::list<std::unique_ptr<Live>>::iterator it)
   r.ticket->finish(r.info);
   ++counters.completed;
   if (options.routing) options.routing->release(r.ticket->id());
+  if (promptCache && r.request.cacheOwner == 0) promptCache->save(model, r.seq, r.seqTokens);
   if (options.cachedSequences > 0) {
     cached.push_back({r.seq, std::move(r.seqTokens), r.capacity, std::move(r.usage), step, r.request.cacheOwner});
     while (static_cast<int>(cached.size()) > options.cachedSequences) {

@@ -7,7 +7,9 @@
 // depends only on the sequence's own last token and length, so a request's greedy continuation is
 // the same whatever it is batched with. Routing: token t of a forward goes to experts
 // t mod E and (t / E) mod E (made distinct), recorded per MoE layer like the real model's record.
-// Counts forwards and the largest batch seen. Thread-safety: one thread, like the real model.
+// Counts forwards and the largest batch seen. It keeps MoeModel's defaults for exporting the KV
+// cache (empty kvIdentity, save/load throw "cannot"): the prompt cache on disk refuses it at start.
+// Thread-safety: one thread, like the real model.
 #pragma once
 
 #include <algorithm>

@@ -13,10 +13,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "zipmoe/base/error.h"
 #include "zipmoe/experts/expert_prefetch.h"
 #include "zipmoe/experts/expert_provider.h"
 #include "zipmoe/hf/model_config.h"
@@ -97,6 +99,30 @@ class MoeModel {
   // each token of the last forward (tokens × k ids, the steps' tokens in order). Never changes results.
   virtual void setRecordRouting(bool on) = 0;
   virtual const std::vector<std::vector<int32_t>>& lastForwardRouting() const = 0;
+
+  // A sequence's KV cache as bytes, for the serving scheduler's prompt cache on disk
+  // (serve/prompt_cache.h). kvIdentity() names what the bytes mean — digests of the model's config
+  // and of its embedding, LM head and some norms, the compute dtype and every layer's cache layout —
+  // so that bytes of another model, dtype or layout are never loaded (the first call reads those
+  // weights once: a fraction of a second on a large model); empty when the model cannot export its cache
+  // (the defaults here: a model without a real KV cache, like the scheduler tests' ToyModel, leaves
+  // the three alone and the prompt cache refuses it at start).
+  virtual std::string kvIdentity() const { return {}; }
+  // Writes the KV of the sequence's first `tokens` tokens: exactly tokens × kvBytesPerToken() bytes
+  // (each layer's two tensors in turn). Throws zipmoe::Error for an unknown sequence, `tokens` above
+  // its length, or a failed stream.
+  virtual void saveSequence(SequenceId seq, int64_t tokens, std::ostream& out) const {
+    (void)seq, (void)tokens, (void)out;
+    throw Error("this model cannot save a sequence's KV cache");
+  }
+  // Reads `stored` tokens of KV as saveSequence wrote them and makes the sequence hold the first
+  // `keep` of them (its length becomes `keep`; reserve first so that it does not grow). Throws
+  // zipmoe::Error for an unknown sequence, keep > stored, or a stream that ends early; the sequence
+  // is then empty (length 0).
+  virtual void loadSequence(SequenceId seq, std::istream& in, int64_t stored, int64_t keep) {
+    (void)seq, (void)in, (void)stored, (void)keep;
+    throw Error("this model cannot load a sequence's KV cache");
+  }
 };
 
 }  // namespace zipmoe

@@ -36,6 +36,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -183,6 +184,14 @@ struct ServeOptions {
   // TTFT, and requests submitted together (submitAll) start decoding in the same forward. Off: a
   // forward mixes the batch's decode tokens with prefill chunks of several requests.
   bool separatePrefill = false;
+  // The prompt cache on disk (`zipmoe serve --prompt-cache`, serve/prompt_cache.h): set, the
+  // finished conversations of cache owner 0 (the HTTP server's clients) are also saved as files in
+  // this directory, at most promptCacheBytes of them (least recently used deleted first), and a
+  // request of owner 0 whose prompt shares a longer prefix with a file than with any sequence in
+  // memory starts from that file's KV — also after a restart. The scheduler's constructor throws
+  // zipmoe::Error naming the directory when it cannot be written. Empty: none.
+  std::filesystem::path promptCacheDir;
+  uint64_t promptCacheBytes = uint64_t{2} << 30;
   // Benchmarks: the model's routing override when it routes each request on its own (the same
   // object as the model's ModelOptions::routing): told before each forward which request each step
   // belongs to, and when a request ends. Null: the model routes as it was loaded to.
