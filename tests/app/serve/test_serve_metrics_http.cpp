@@ -9,6 +9,7 @@
 // move, and under 16 concurrent long requests the process's peak RSS grows by no more than the
 // budget it did not hold yet plus a stated fixed overhead. Skips when curl or python3 is missing.
 #include <QProcess>
+#include <QRegularExpression>
 #include <QStandardPaths>
 #include <QtTest>
 
@@ -17,7 +18,6 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <string>
 
@@ -52,8 +52,8 @@ double parseValue(const std::string& text, bool& ok) {
   if (text == "+Inf") return INFINITY;
   if (text == "-Inf") return -INFINITY;
   if (text == "NaN") return NAN;
-  static const std::regex number(R"([-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?)");
-  ok = std::regex_match(text, number);
+  static const QRegularExpression number(QRegularExpression::anchoredPattern(R"([-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?)"));
+  ok = number.match(QString::fromStdString(text)).hasMatch();
   return ok ? std::stod(text) : 0.0;
 }
 
@@ -71,9 +71,10 @@ std::string histogramFamily(const std::string& name, std::string& part) {
 
 Scrape parsePrometheus(const std::string& text) {
   Scrape out;
-  static const std::regex comment(R"(# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*) (.*))");
-  static const std::regex sample(R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+))");
-  static const std::regex label(R"(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)\"(,|$))");
+  // Qt's (PCRE2) expressions: GCC 12's <regex> trips -Wmaybe-uninitialized in the sanitizer build.
+  static const QRegularExpression comment(QRegularExpression::anchoredPattern(R"(# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*) (.*))"));
+  static const QRegularExpression sample(QRegularExpression::anchoredPattern(R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+))"));
+  static const QRegularExpression label(R"(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)\"(,|$))");
   std::string family;  // declared by the latest TYPE
   std::set<std::string> helped, typed;
   // Per histogram series (family + labels but le): its bucket bounds and values in order, _count.
@@ -93,17 +94,18 @@ Scrape parsePrometheus(const std::string& text) {
     const std::string line = text.substr(start, end - start);
     start = end == std::string::npos ? text.size() : end + 1;
     ++n;
-    std::smatch m;
+    const QString qline = QString::fromStdString(line);
     if (line.rfind("#", 0) == 0) {
-      if (!std::regex_match(line, m, comment)) {
+      const QRegularExpressionMatch m = comment.match(qline);
+      if (!m.hasMatch()) {
         fail(n, line, "a comment that is not '# HELP name text' or '# TYPE name type'");
         continue;
       }
-      const std::string name = m[2];
-      if (m[1] == "HELP") {
+      const std::string name = m.captured(2).toStdString();
+      if (m.captured(1) == "HELP") {
         if (!helped.insert(name).second) fail(n, line, "a second HELP for " + name);
       } else {
-        const std::string type = m[3];
+        const std::string type = m.captured(3).toStdString();
         if (type != "counter" && type != "gauge" && type != "histogram") fail(n, line, "an unknown type");
         if (!typed.insert(name).second) fail(n, line, "a second TYPE for " + name);
         const std::string total = "_total";
@@ -114,14 +116,15 @@ Scrape parsePrometheus(const std::string& text) {
       }
       continue;
     }
-    if (!std::regex_match(line, m, sample)) {
+    const QRegularExpressionMatch m = sample.match(qline);
+    if (!m.hasMatch()) {
       fail(n, line, "neither a comment nor 'name{labels} value'");
       continue;
     }
-    const std::string name = m[1];
-    std::string labels = m[3];
+    const std::string name = m.captured(1).toStdString();
+    std::string labels = m.captured(3).toStdString();
     bool ok = false;
-    const double value = parseValue(m[4], ok);
+    const double value = parseValue(m.captured(4).toStdString(), ok);
     if (!ok) fail(n, line, "the value is not a number");
     std::string part;
     const std::string base = out.types.count(name) ? name : histogramFamily(name, part);
@@ -133,15 +136,16 @@ Scrape parsePrometheus(const std::string& text) {
     std::string seriesLabels, le;
     size_t at = 0;
     while (at < labels.size()) {
-      std::smatch l;
       const std::string rest = labels.substr(at);
-      if (!std::regex_search(rest, l, label, std::regex_constants::match_continuous)) {
+      const QRegularExpressionMatch l = label.match(QString::fromStdString(rest), 0, QRegularExpression::NormalMatch,
+                                                    QRegularExpression::AnchorAtOffsetMatchOption);
+      if (!l.hasMatch()) {
         fail(n, line, "malformed labels at '" + rest + "'");
         break;
       }
-      if (l[1] == "le") le = l[2];
-      else seriesLabels += l[0].str();
-      at += static_cast<size_t>(l.length(0));
+      if (l.captured(1) == "le") le = l.captured(2).toStdString();
+      else seriesLabels += l.captured(0).toStdString();
+      at += static_cast<size_t>(l.captured(0).toUtf8().size());
     }
     out.samples[name + (labels.empty() ? "" : "{" + labels + "}")] = value;
     if (part.empty()) continue;
