@@ -138,8 +138,14 @@ class TestServeTools : public QObject {
   }
 
   void twoHundredSampledCallsAreAllValid() {
+    // The sanitizer build checks memory safety, not the statistics: 50 requests there.
+#if defined(__SANITIZE_ADDRESS__)
+    constexpr int kRequests = 50;
+#else
+    constexpr int kRequests = 200;
+#endif
     json bodies = json::array();
-    for (int i = 0; i < 200; ++i)
+    for (int i = 0; i < kRequests; ++i)
       bodies.push_back(body(i % 2 ? "Add three and four." : "Is it raining in Mantua?",
                             {{"tools", tools()}, {"tool_choice", "required"}, {"parallel_tool_calls", i % 3 == 0},
                              {"temperature", 1.0}, {"seed", i}, {"max_tokens", 80 + (i % 4) * 16}, {"stream", true}}));
@@ -148,7 +154,7 @@ class TestServeTools : public QObject {
     file.write(QByteArray::fromStdString(bodies.dump()));
     file.flush();
     const json results = python({"pool", QString::number(port_), "", "@" + file.fileName(), "8"});
-    QVERIFY2(results.is_array() && results.size() == 200, results.dump().substr(0, 400).c_str());
+    QVERIFY2(results.is_array() && results.size() == static_cast<size_t>(kRequests), results.dump().substr(0, 400).c_str());
     int calls = 0;
     for (size_t i = 0; i < results.size(); ++i) {
       const json& r = results[i];
@@ -162,7 +168,7 @@ class TestServeTools : public QObject {
       QVERIFY2(validCalls(r["tool_calls"], &why), (std::to_string(i) + ": " + why).c_str());
       calls += static_cast<int>(r["tool_calls"].size());
     }
-    QVERIFY2(calls >= 150, std::to_string(calls).c_str());
+    QVERIFY2(calls >= kRequests * 3 / 4, std::to_string(calls).c_str());
   }
 
   void structuredOutputParses() {
