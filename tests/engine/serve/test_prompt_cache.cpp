@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/serve/greedy_requests.h"
 #include "engine/serve/toy_model.h"
 #include "serve/memory_split.h"
 #include "serve/prompt_cache.h"
@@ -30,6 +31,9 @@ using namespace zipmoe;
 using zipmoe::serve::PromptCache;
 using zipmoe::testing::TempDir;
 namespace fs = std::filesystem;
+
+using zipmoe::testing::chat;
+using zipmoe::testing::completion;
 
 namespace {
 
@@ -100,26 +104,6 @@ Outcome drain(RequestTicket& t) {
       }
   }
   return o;
-}
-
-GenerationRequest completion(const std::string& prompt, int maxTokens) {
-  GenerationRequest r;
-  r.endpoint = Endpoint::Completions;
-  r.prompt = prompt;
-  r.sampling.temperature = 0;
-  r.sampling.maxTokens = maxTokens;
-  r.maxTokensGiven = true;
-  return r;
-}
-
-GenerationRequest chat(std::vector<ChatMessage> messages, int maxTokens) {
-  GenerationRequest r;
-  r.endpoint = Endpoint::ChatCompletions;
-  r.messages = std::move(messages);
-  r.sampling.temperature = 0;
-  r.sampling.maxTokens = maxTokens;
-  r.maxTokensGiven = true;
-  return r;
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/serve/greedy_requests.h"
 #include "serve/memory_split.h"
 #include "test_support.h"
 #include "zipmoe/chat_session.h"
@@ -33,35 +34,18 @@
 using namespace zipmoe;
 using zipmoe::testing::TempDir;
 
+using zipmoe::testing::chat;
+using zipmoe::testing::completion;
+
 namespace {
 
 std::filesystem::path demoModel() { return std::filesystem::path(ZIPMOE_FIXTURES_DIR) / "../../resources/demo-model"; }
-
-GenerationRequest completion(const std::string& prompt, int maxTokens) {
-  GenerationRequest r;
-  r.endpoint = Endpoint::Completions;
-  r.prompt = prompt;
-  r.sampling.temperature = 0;
-  r.sampling.maxTokens = maxTokens;
-  r.maxTokensGiven = true;
-  return r;
-}
 
 SamplingParams greedyParams(int maxTokens) {
   SamplingParams p;
   p.temperature = 0;
   p.maxTokens = maxTokens;
   return p;
-}
-
-GenerationRequest chat(std::vector<ChatMessage> messages, int maxTokens) {
-  GenerationRequest r;
-  r.endpoint = Endpoint::ChatCompletions;
-  r.messages = std::move(messages);
-  r.sampling.temperature = 0;
-  r.sampling.maxTokens = maxTokens;
-  r.maxTokensGiven = true;
-  return r;
 }
 
 struct Outcome {
