@@ -193,6 +193,7 @@ struct OpenAiServer::Impl {
                                 {"steps", c.steps},
                                 {"generated_tokens", c.generatedTokens},
                                 {"reused_prompt_tokens", c.reusedPromptTokens},
+                                {"prompt_cache_hits", c.promptCacheHits},
                                 {"aged_admissions", c.agedAdmissions},
                                 {"memory",
                                  {{"budget_bytes", c.budgetBytes},

@@ -243,6 +243,8 @@ ServeScheduler::Loop::Admit ServeScheduler::Loop::admit(serve::Waiting& w) {
   if (disk && promptCache->load(*disk, model, r->seq)) {  // a file that does not check out: prefill it all
     r->seqTokens.assign(r->prompt.begin(), r->prompt.begin() + disk->keep);
     r->info.reusedTokens = static_cast<int>(disk->keep);
+    ++counters.promptCacheHits;
+    counters.promptCacheTokens += static_cast<uint64_t>(disk->keep);
   }
   r->info.prefilledTokens = r->info.promptTokens - r->info.reusedTokens;
   counters.reusedPromptTokens += static_cast<uint64_t>(r->info.reusedTokens);

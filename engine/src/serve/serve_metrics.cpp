@@ -157,6 +157,10 @@ std::string ServeMetrics::render(const ServeCounters& c) const {
   scalar(out, "zipmoe_requests_waiting", MetricType::Gauge, "Requests queued, not admitted yet.", c.waiting);
   scalar(out, "zipmoe_cached_sequences", MetricType::Gauge, "Finished conversations kept for prefix reuse.",
          c.cachedSequences);
+  scalar(out, "zipmoe_prompt_cache_hits_total", MetricType::Counter,
+         "Requests started from a conversation's KV cache on disk (--prompt-cache).", counter(c.promptCacheHits));
+  scalar(out, "zipmoe_prompt_cache_tokens_total", MetricType::Counter,
+         "Prompt tokens those files held (not prefilled).", counter(c.promptCacheTokens));
 
   out.family("zipmoe_expert_cache_hits_total", MetricType::Counter,
              "Experts found in memory, by the runtime's pool (full tensors, compressed, sign-mantissa, exponent).");

@@ -88,6 +88,9 @@ class TestServePromptCache : public QObject {
       const int port = zipmoe::testing::startServer(server, cached);
       QVERIFY(port > 0);
       second = post(port, messages);
+      // The file's hit shows in /metrics.
+      const std::string scrape = zipmoe::testing::curl({QString("http://127.0.0.1:%1/metrics").arg(port)}).body;
+      QVERIFY2(scrape.find("\nzipmoe_prompt_cache_hits_total 1\n") != std::string::npos, scrape.c_str());
       stop(server);
     }
     QVERIFY(second.is_object());

@@ -147,6 +147,8 @@ struct ServeCounters {
   int liveSequences = 0;    // model sequences the scheduler holds (running + cached)
   uint64_t completed = 0, cancelled = 0, failed = 0, steps = 0, generatedTokens = 0;
   uint64_t reusedPromptTokens = 0, agedAdmissions = 0;
+  // --prompt-cache: requests started from a file on disk, and the prompt tokens those files held.
+  uint64_t promptCacheHits = 0, promptCacheTokens = 0;
   // Memory (with a budget): the most experts + KV capacity + activations held after any step, and
   // the steps after which that sum exceeded the budget (0 unless the accounting is broken).
   uint64_t budgetBytes = 0, peakUsedBytes = 0, overBudgetSteps = 0;
