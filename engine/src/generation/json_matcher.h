@@ -36,7 +36,6 @@ class JsonMatcher {
   // unescaped, non-control, well-formed UTF-8 bytes of at most stringRoom() characters may come:
   // the token mask's fast path. −1 elsewhere; INT_MAX without a length bound.
   int stringRoom() const;
-  size_t depth() const { return stack_.size(); }
 
   static constexpr size_t kMaxDepth = 64;
 

@@ -233,7 +233,8 @@ void OutputConstraint::mask(std::span<float> logits, int remaining, bool exactEn
     return;
   }
   // Everything else: only tokens whose first byte fits are tried.
-  std::vector<uint8_t> allowed(n, 0);
+  std::vector<uint8_t>& allowed = allowed_;
+  allowed.assign(n, 0);
   for (int b = 0; b < 256; ++b) {
     scratch_ = state_;
     if (!advance(scratch_, static_cast<uint8_t>(b))) continue;
@@ -256,11 +257,6 @@ void OutputConstraint::accept(int32_t token) {
   if (token < 0 || static_cast<size_t>(token) >= index_->bytes.size()) return;
   const std::string& bytes = index_->bytes[static_cast<size_t>(token)];
   if (!bytes.empty()) advance(state_, bytes);
-}
-
-bool OutputConstraint::finished() const {
-  if (state_.phase == Phase::After) return state_.calls >= spec_->maxCalls;
-  return state_.phase == Phase::Value && !spec_->toolCalls && state_.value.closed();
 }
 
 }  // namespace zipmoe::constrain

@@ -77,8 +77,6 @@ class OutputConstraint {
   bool allows(int32_t token, int remaining) const;
   // Takes the token. REQUIRES: allows(token, …).
   void accept(int32_t token);
-  // Nothing but EOS may come.
-  bool finished() const;
   int completedCalls() const { return state_.calls; }
 
  private:
@@ -104,6 +102,7 @@ class OutputConstraint {
   std::span<const int32_t> eos_;
   State state_;
   mutable State scratch_;
+  mutable std::vector<uint8_t> allowed_;  // mask()'s per-token marks, kept between steps
 };
 
 }  // namespace zipmoe::constrain

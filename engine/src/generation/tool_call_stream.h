@@ -35,7 +35,6 @@ class ToolCallStream {
   // unless a call had begun).
   std::string finish();
   const std::vector<ToolCall>& calls() const { return calls_; }
-  bool inCall() const { return state_ != State::Text; }
 
  private:
   enum class State { Text, Header, Arguments, Between };
