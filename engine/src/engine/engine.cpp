@@ -166,8 +166,11 @@ std::unique_ptr<Engine> Engine::open(const std::filesystem::path& dir, const Eng
       const ModelConfig config = parseModelConfig(*e->store_->manifest().config, (dir / "manifest.json").string());
       const int context = config.maxPositionEmbeddings > 0 ? config.maxPositionEmbeddings : (1 << 30);
       const uint64_t total = options.serve.memoryBudget.resolve(0, e->store_->manifest().routedExpertBytes());
-      const serve::MemorySplit split(total, serve::activationBytes(config, options.serve.maxStepTokens, context), 0,
-                                     options.serve.expertFloorShare);
+      const serve::MemorySplit split(total,
+                                     serve::servingActivationBytes(config, options.serve.maxStepTokens,
+                                                                   options.serve.maxBatch, context, total,
+                                                                   options.serve.expertFloorShare),
+                                     0, options.serve.expertFloorShare);
       runtimeOptions.budget = MemoryBudget::bytes(split.experts());
     }
     if (options.persistHistory) {

@@ -2,6 +2,7 @@
 // Thread-safety: immutable layers. Cost: see attention.h.
 #include "model/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -19,7 +20,10 @@ at::Tensor futureKeys(int64_t n, int64_t total) {
   return cols > rows;
 }
 
-at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale) {
+namespace {
+
+// n queries at positions T - n .. T - 1 against T keys, in one product.
+at::Tensor attendOnce(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale) {
   const int64_t heads = q.size(0), n = q.size(1), d = q.size(2);
   const int64_t kvHeads = k.size(0), total = k.size(1), dv = v.size(2);
   const int64_t group = heads / kvHeads;
@@ -31,6 +35,19 @@ at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& k, const at::T
   const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
   const at::Tensor out = at::matmul(probs.view({kvHeads, group * n, total}), v);  // [kvHeads, group × n, dv]
   return out.view({heads, n, dv}).transpose(0, 1).reshape({n, heads * dv});
+}
+
+}  // namespace
+
+at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale) {
+  const int64_t n = q.size(1), total = k.size(1);
+  if (n <= kAttentionQueryChunk) return attendOnce(q, k, v, scale);
+  std::vector<at::Tensor> outs;
+  for (int64_t b = 0; b < n; b += kAttentionQueryChunk) {
+    const int64_t m = std::min(kAttentionQueryChunk, n - b), seen = total - n + b + m;
+    outs.push_back(attendOnce(q.narrow(1, b, m), k.narrow(1, 0, seen), v.narrow(1, 0, seen), scale));
+  }
+  return at::cat(outs, 0);
 }
 
 bool attendsQueryByQuery(int64_t queries) { return queries > 1 && queries <= kMaxGemvRows; }

@@ -19,6 +19,7 @@
 
 #include <ATen/ATen.h>
 
+#include "model/attention_bounds.h"
 #include "model/kv_cache.h"
 #include "model/rope.h"
 #include "zipmoe/hf/model_config.h"
@@ -50,7 +51,7 @@ class AttentionLayer {
 at::Tensor futureKeys(int64_t n, int64_t total);
 
 // q: [heads, n, d]; k: [heads or kvHeads, T, d]; v: [.., T, dv]; the n queries sit at positions
-// T - n .. T - 1. Returns [n, heads × dv].
+// T - n .. T - 1, in chunks of kAttentionQueryChunk. Returns [n, heads × dv].
 at::Tensor causalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale);
 
 // Whether a sequence's step of `queries` tokens attends query by query, each query against the keys

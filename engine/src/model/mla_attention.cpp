@@ -1,6 +1,7 @@
 // Multi-head latent attention (see mla_attention.h). Thread-safety: immutable. Cost: see header.
 #include "model/mla_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -116,12 +117,20 @@ class MlaAttention : public AttentionLayer {
     const int64_t ropeDim = c_.qkRopeHeadDim, rank = c_.kvLoraRank, vDim = c_.vHeadDim;
     const at::Tensor qh = q.transpose(0, 1);                                  // [heads, n, nope + rope]
     const at::Tensor qLatent = projectPerHead(qh.narrow(-1, 0, nope), kBT_);  // [heads, n, rank]
-    const at::Tensor qRope = qh.narrow(-1, nope, ropeDim).reshape({heads * n, ropeDim});
-    at::Tensor scores = at::mm(qLatent.view({heads * n, rank}), latents.t()) + at::mm(qRope, rotKeys.t());
-    scores = (scores * scale_).view({heads, n, total});
-    if (n > 1) scores = scores.masked_fill(futureKeys(n, total).unsqueeze(0), -std::numeric_limits<double>::infinity());
-    const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type()).view({heads * n, total});
-    const at::Tensor outLatent = at::mm(probs, latents).view({heads, n, rank});
+    const at::Tensor qRope = qh.narrow(-1, nope, ropeDim);                    // [heads, n, rope]
+    // The scores in chunks of queries, each against the latents up to its last query (attention_bounds.h).
+    std::vector<at::Tensor> outLatents;
+    for (int64_t b = 0; b < n; b += kAttentionQueryChunk) {
+      const int64_t m = std::min(kAttentionQueryChunk, n - b), seen = total - n + b + m;
+      const at::Tensor l = latents.narrow(0, 0, seen);
+      at::Tensor scores = at::mm(qLatent.narrow(1, b, m).reshape({heads * m, rank}), l.t()) +
+                          at::mm(qRope.narrow(1, b, m).reshape({heads * m, ropeDim}), rotKeys.narrow(0, 0, seen).t());
+      scores = (scores * scale_).view({heads, m, seen});
+      if (m > 1) scores = scores.masked_fill(futureKeys(m, seen).unsqueeze(0), -std::numeric_limits<double>::infinity());
+      const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type()).view({heads * m, seen});
+      outLatents.push_back(at::mm(probs, l).view({heads, m, rank}));
+    }
+    const at::Tensor outLatent = outLatents.size() == 1 ? outLatents[0] : at::cat(outLatents, 1);
     const at::Tensor out = projectPerHead(outLatent, vB_);  // [heads, n, v]
     return out.transpose(0, 1).reshape({n, heads * vDim});
   }

@@ -18,10 +18,24 @@
 
 namespace zipmoe::serve {
 
-// An upper estimate of the transient bytes of one forward of `tokens` tokens at context `context`:
-// hidden states and norms, q/k/v and attention scores, the MoE block's [tokens × k, hidden] buffer
-// and its experts' intermediates, the logits, in fp32, times a safety factor of 2.
-uint64_t activationBytes(const ModelConfig& config, int tokens, int context);
+// An upper estimate of the transient bytes of one forward of `tokens` tokens in `sequences` steps at
+// context `context`: hidden states and norms, q/k/v, one query chunk's attention scores over the
+// context (attention attends kAttentionQueryChunk queries at a time, model/attention_bounds.h), the
+// MoE block's [tokens × k, hidden] buffer and its experts' intermediates, the logits of each step's
+// last row, in fp32, times a safety factor of 2.
+uint64_t activationBytes(const ModelConfig& config, int tokens, int sequences, int context);
+
+// A lower bound of the KV bytes one token of one sequence holds (MoeModel::kvBytesPerToken), from the
+// shapes alone, in BF16.
+uint64_t minKvBytesPerToken(const ModelConfig& config);
+
+// Serving's activation reserve under a memory budget of `total` bytes: activationBytes of a forward
+// of `stepTokens` tokens over at most 2 × maxBatch steps (decoding slots and prefills ahead), at the
+// longest context a sequence can reach — the model's window, or fewer where the KV room the budget
+// leaves beside the experts' floor holds fewer tokens at minKvBytesPerToken. The engine (its first
+// plan) and the scheduler compute the same figure.
+uint64_t servingActivationBytes(const ModelConfig& config, int stepTokens, int maxBatch, int context, uint64_t total,
+                                double expertFloorShare);
 
 class MemorySplit {
  public:

@@ -31,9 +31,11 @@ ServeScheduler::Loop::Loop(MoeModel& m, const Tokenizer& t, const ChatTemplate* 
     if (!runtime)
       throw Error("serve: a memory budget needs the expert runtime (a ZipMoE store opened with --budget); "
                   "with every expert resident there is nothing to split");
-    split = serve::MemorySplit(options.memoryBudget.resolve(0, runtime->expertBytes()),
-                               serve::activationBytes(c, options.maxStepTokens, context), runtime->minimumBudget(),
-                               options.expertFloorShare);
+    const uint64_t total = options.memoryBudget.resolve(0, runtime->expertBytes());
+    split = serve::MemorySplit(total,
+                               serve::servingActivationBytes(c, options.maxStepTokens, options.maxBatch, context, total,
+                                                             options.expertFloorShare),
+                               runtime->minimumBudget(), options.expertFloorShare);
     expertBudget = split.experts();
     // An engine opened with this budget (EngineOptions::serve) planned the experts' part already.
     if (runtime->stats().budgetBytes != expertBudget) {

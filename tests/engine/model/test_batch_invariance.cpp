@@ -6,6 +6,7 @@
 // libtorch before Qt: Qt's `slots` macro would rewrite a libtorch method of that name.
 #include <ATen/ATen.h>
 
+#include "model/attention.h"
 #include "model/linear.h"
 #include "model/moe_model_ops.h"
 
@@ -112,6 +113,28 @@ class TestBatchInvariance : public QObject {
     const RowFunction norm = [&](const at::Tensor& rows) { return rmsNorm(rows, normWeight, 1e-6); };
     for (const int64_t n : {2, 17, 32}) QVERIFY2(decodingRowsEqualAlone(wide, n, norm), qPrintable(QString::number(n)));
     QVERIFY(mixedStepsEqualAlone(wide, norm));
+  }
+
+  // Attention of a long step attends kAttentionQueryChunk queries at a time (the bound serving's
+  // memory split reserves): the result is still one causal softmax over each query's whole window.
+  void causalAttentionInChunksIsTheWholeWindowsSoftmax() {
+    at::manual_seed(17);
+    const int64_t heads = 4, kvHeads = 2, d = 16, past = 30;
+    for (const int64_t n : {int64_t{1}, kAttentionQueryChunk, kAttentionQueryChunk + 1, 3 * kAttentionQueryChunk + 5}) {
+      const int64_t total = past + n;
+      const at::Tensor q = at::randn({heads, n, d}, at::kDouble), k = at::randn({kvHeads, total, d}, at::kDouble);
+      const at::Tensor v = at::randn({kvHeads, total, d}, at::kDouble);
+      const at::Tensor got = causalAttention(q, k, v, 0.25);  // [n, heads × d]
+      QCOMPARE(got.size(0), n);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t h = 0; h < heads; ++h) {
+          const int64_t seen = past + i + 1, g = h / (heads / kvHeads);
+          const at::Tensor scores = at::mv(k[g].narrow(0, 0, seen), q[h][i]) * 0.25;
+          const at::Tensor want = at::mv(v[g].narrow(0, 0, seen).t(), at::softmax(scores, 0));
+          QVERIFY2(at::allclose(got[i].narrow(0, h * d, d), want, 1e-5, 1e-6),  // the softmax runs in fp32
+                   qPrintable(QString("n %1, query %2, head %3").arg(n).arg(i).arg(h)));
+        }
+    }
   }
 };
 

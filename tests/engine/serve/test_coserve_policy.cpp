@@ -3,6 +3,7 @@
 #include <QtTest>
 
 #include "serve/coserve_policy.h"
+#include "model/attention_bounds.h"
 #include "serve/memory_split.h"
 #include "zipmoe/base/error.h"
 
@@ -85,6 +86,44 @@ class TestCoservePolicy : public QObject {
     QCOMPARE(s.kv(), uint64_t{0});
     QVERIFY(!MemorySplit().limited());
     QVERIFY_THROWS_EXCEPTION(Error, MemorySplit(250, 100, 200, 0.5));  // cannot hold activations + minimum
+  }
+
+  // The activation reserve: attention's scores are one query chunk's, not the step's; the context
+  // is the longest a sequence can reach, which a small budget bounds below the model's window.
+  void activationReserve() {
+    ModelConfig c;
+    c.vocabSize = 1000;
+    c.hiddenSize = 64;
+    c.numLayers = 2;
+    c.numHeads = 4;
+    c.numKvHeads = 2;
+    c.headDim = 16;
+    c.numExperts = 8;
+    c.numExpertsPerTok = 2;
+    c.moeIntermediateSize = 32;
+    const int window = 32768;
+    // Past one query chunk, a longer step adds only its per-token buffers, whatever the context.
+    const auto growth = [&](int context) {
+      return activationBytes(c, 2 * kAttentionQueryChunk, 1, context) - activationBytes(c, kAttentionQueryChunk, 1, context);
+    };
+    QCOMPARE(growth(window), growth(16));
+    // Logits: one row per step, at most one per token.
+    QCOMPARE(activationBytes(c, 8, 3, 16) - activationBytes(c, 8, 2, 16), uint64_t{2 * 4 * 1000});
+    QCOMPARE(activationBytes(c, 2, 3, 16), activationBytes(c, 2, 2, 16));
+    // KV per token at the least: 2 layers × (K and V) × 2 heads × 16 × BF16.
+    QCOMPARE(minKvBytesPerToken(c), uint64_t{2 * 2 * 2 * 16 * 2});
+    const uint64_t fixed = activationBytes(c, 64, 8, 1);
+    // A budget whose KV room (half of what the context-free part leaves) holds 100 tokens: the
+    // reserve is for a context of 101 tokens, not the window.
+    const uint64_t small = fixed + 2 * 100 * minKvBytesPerToken(c);
+    QCOMPARE(servingActivationBytes(c, 64, 4, window, small, 0.5), activationBytes(c, 64, 8, 101));
+    // A budget that holds the whole window: the window.
+    const uint64_t large = fixed + 4 * uint64_t{window} * minKvBytesPerToken(c);
+    QCOMPARE(servingActivationBytes(c, 64, 4, window, large, 0.5), activationBytes(c, 64, 8, window));
+    // Multi-head latent attention caches the latent and the rotary key.
+    c.kvLoraRank = 32;
+    c.qkRopeHeadDim = 8;
+    QCOMPARE(minKvBytesPerToken(c), uint64_t{2 * 40 * 2});
   }
 };
 

@@ -229,9 +229,11 @@ class TestPromptCache : public QObject {
     o.maxStepTokens = 32;
     o.expertFloorShare = 0;
     o.promptCacheDir = tmp / "cache";
-    const uint64_t act = serve::activationBytes(engine->model().config(), o.maxStepTokens,
-                                                engine->model().config().maxPositionEmbeddings);
-    o.memoryBudget = MemoryBudget::bytes(act + rt.minimumBudget() + 3 * 80 * engine->model().kvBytesPerToken());
+    const ModelConfig& c = engine->model().config();
+    const uint64_t act = serve::activationBytes(c, o.maxStepTokens, 2 * o.maxBatch, c.maxPositionEmbeddings);
+    const uint64_t total = act + rt.minimumBudget() + 3 * 80 * engine->model().kvBytesPerToken();
+    QCOMPARE(serve::servingActivationBytes(c, o.maxStepTokens, o.maxBatch, c.maxPositionEmbeddings, total, 0), act);
+    o.memoryBudget = MemoryBudget::bytes(total);
     int violations = 0, kvOverReserved = 0;
     o.onStep = [&](const StepReport& r) {
       violations += r.expertHeldBytes + r.kvCapacityBytes + r.activationBytes > r.totalBudgetBytes ? 1 : 0;

@@ -396,8 +396,9 @@ class TestServeScheduler : public QObject {
     auto engine = Engine::open(store, eo);
     ExpertRuntime& rt = *engine->runtime();
     const uint64_t total = MemoryBudget::shareBytes(0.6, rt.expertBytes());
-    const uint64_t act = serve::activationBytes(engine->model().config(), eo.serve.maxStepTokens,
-                                                engine->model().config().maxPositionEmbeddings);
+    const uint64_t act = serve::servingActivationBytes(engine->model().config(), eo.serve.maxStepTokens,
+                                                       eo.serve.maxBatch, engine->model().config().maxPositionEmbeddings,
+                                                       total, eo.serve.expertFloorShare);
     rt.waitForPlan();
     const RuntimeStats opened = rt.stats();
     QCOMPARE(opened.budgetBytes, total - act);
@@ -433,12 +434,16 @@ class TestServeScheduler : public QObject {
     o.expertFloorShare = 0;  // the floor is the runtime's minimum
     o.cachedSequences = 2;
     const int maxTokens = 60;
-    const uint64_t act = serve::activationBytes(engine->model().config(), o.maxStepTokens,
-                                                engine->model().config().maxPositionEmbeddings);
+    const ModelConfig& c = engine->model().config();
+    const uint64_t act = serve::activationBytes(c, o.maxStepTokens, 2 * o.maxBatch, c.maxPositionEmbeddings);
     const uint64_t perRequest = static_cast<uint64_t>(maxTokens + 12) * engine->model().kvBytesPerToken();
     // Room for three requests' KV beside the experts' minimum (not four, not the whole context
     // window): six requests must take turns.
     o.memoryBudget = MemoryBudget::bytes(act + rt.minimumBudget() + perRequest * 16 / 5);
+    // This budget's KV room reaches the whole window: the reserve is the window's.
+    QCOMPARE(serve::servingActivationBytes(c, o.maxStepTokens, o.maxBatch, c.maxPositionEmbeddings,
+                                           act + rt.minimumBudget() + perRequest * 16 / 5, o.expertFloorShare),
+             act);
 
     int violations = 0, kvOverReserved = 0, waitedForMemory = 0;
     uint64_t steps = 0, lowestExperts = UINT64_MAX, highestExperts = 0;
