@@ -157,7 +157,7 @@ RequestResult streamOne(int port, const std::string& key, const std::string& mod
 }
 
 json runOne(const std::filesystem::path& store, const EngineOptions& base, const std::optional<std::string>& budget,
-            const Config& config, int clients, double seconds, double rate, int maxTokens, int maxBatch, uint64_t seed) {
+            const Config& config, int clients, double seconds, double rate, int maxTokens, const ServeOptions& shape, uint64_t seed) {
   EngineOptions options = base;
   options.runtime->eviction = config.eviction;
   options.onStatus = [](const std::string&) {};
@@ -167,9 +167,9 @@ json runOne(const std::filesystem::path& store, const EngineOptions& base, const
   ServeOptions& so = options.serve;
   so = ServeOptions{};
   so.policy = config.schedule;
-  so.maxBatch = maxBatch;
-  so.maxStepTokens = std::max(64, maxBatch + 1);
-  so.prefillChunk = 32;
+  so.maxBatch = shape.maxBatch;  // zipmoe serve's defaults unless given
+  so.maxStepTokens = shape.maxStepTokens;
+  so.prefillChunk = shape.prefillChunk;
   so.expertFloorShare = config.expertFloor;
   so.memoryBudget = options.runtime->budget;  // the whole of serving's memory, as `zipmoe serve --budget`
   auto engine = openEngine(store, options, budget);
@@ -236,6 +236,9 @@ json runOne(const std::filesystem::path& store, const EngineOptions& base, const
             {"schedule", schedulePolicyName(config.schedule)},
             {"eviction", evictionPolicyName(config.eviction)},
             {"expert_floor_share", config.expertFloor},
+            {"max_batch", so.maxBatch},
+            {"step_tokens", so.maxStepTokens},
+            {"prefill_chunk", so.prefillChunk},
             {"requests", results.size()},
             {"failures", failures},
             {"wall_seconds", wall},
@@ -282,7 +285,9 @@ int runBenchServe(const Args& arguments) {
       {"--rate", "R", "requests per second, all clients together (default 4)"},
       {"--duration", "S", "seconds of load per configuration (1-3600, default 30)"},
       {"--max-tokens", "N", "max_tokens of every request (1-4096, default 32)"},
-      {"--max-batch", "B", "the scheduler's batch (1-256, default 8)"},
+      {"--max-batch", "B", "the scheduler's batch (1-256, default 8, as zipmoe serve)"},
+      {"--step-tokens", "N", "tokens of one forward step (default 256, as zipmoe serve)"},
+      {"--prefill-chunk", "N", "prompt tokens of one request per forward step (default 128, as zipmoe serve)"},
       {"--seed", "S", "the arrival times' seed (default 1)"},
       {"--trace-file", "TSV", "route each request from its own prompt of this activation trace (request n: prompt n mod prompts)"},
       {"--workload", "qwen|deepseek", "the same with ../shared/data/traces/qwen1.5-moe.tsv or deepseek-v2-lite.tsv"},
@@ -306,7 +311,11 @@ int runBenchServe(const Args& arguments) {
   const double rate = line.number("--rate", 0.001, 1e6, 4);
   const double seconds = line.number("--duration", 1, 3600, 30);
   const int maxTokens = line.integer<int>("--max-tokens", 1, 4096, 32);
-  const int maxBatch = line.integer<int>("--max-batch", 1, 256, 8);
+  const ServeOptions defaults;
+  ServeOptions shape;
+  shape.maxBatch = line.integer<int>("--max-batch", 1, 256, defaults.maxBatch);
+  shape.maxStepTokens = line.integer<int>("--step-tokens", shape.maxBatch + 1, 65536, std::max(defaults.maxStepTokens, shape.maxBatch + 1));
+  shape.prefillChunk = line.integer<int>("--prefill-chunk", 1, 65536, defaults.prefillChunk);
   const uint64_t seed = line.integer<uint64_t>("--seed", 0, UINT64_MAX, 1);
   EngineOptions options;
   if (const auto v = line.text("--dtype")) {
@@ -336,7 +345,7 @@ int runBenchServe(const Args& arguments) {
   std::printf("%-28s %5s %4s %9s %9s %9s %9s %9s %10s %11s %12s\n", "config", "reqs", "fail", "tok/s", "TTFT p50", "TTFT p99",
               "ITL p50", "ITL p99", "loads/step", "bytes/token", "RSS +MiB/ok");
   for (const Config& c : configs) {
-    const json r = runOne(store, options, budget, c, clients, seconds, rate, maxTokens, maxBatch, seed);
+    const json r = runOne(store, options, budget, c, clients, seconds, rate, maxTokens, shape, seed);
     const double mib = 1024.0 * 1024.0;
     const double growth = (r["rss_peak_bytes"].get<double>() - r["rss_idle_bytes"].get<double>()) / mib;
     std::printf("%-28s %5d %4d %9.1f %9.1f %9.1f %9.1f %9.1f %10.2f %11.0f %6.0f/%-5.0f\n", c.label.c_str(),
