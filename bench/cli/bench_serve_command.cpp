@@ -266,7 +266,8 @@ json runOne(const std::filesystem::path& store, const EngineOptions& base, const
             {"rss_growth_allowed_bytes", counters.budgetBytes > before.heldBytes
                                              ? counters.budgetBytes - before.heldBytes + kServeFixedOverhead
                                              : 0},
-            {"routing", so.routing ? "trace prompt per request: " + options.replayTrace.filename().string() : "the model's router"},
+            {"routing", engine->requestRouting() ? "trace prompt per request: " + options.replayTrace.filename().string()
+                                                  : "the model's router"},
             {"trace_requests_routed", tracePromptsReplayed},
             // TTFT and ITL are timed on text chunks: a request whose tokens decode to no text (a generated
             // model's random ids outside its small tokenizer) adds none; 0 above then means not measured.
