@@ -228,7 +228,9 @@ void EngineWorker::openModel(const OpenModelRequest& request) {
     info_.followError = followError;
     session_ = std::make_unique<ChatSession>(*engine_, ChatSessionOptions{true, request.contextOverflow});
     Engine* engine = engine_.get();
-    runtime_->setFollowControl({[engine](bool on) { engine->followFreeMemory(on); }, [engine] { return followStatusOf(*engine); }});
+    runtime_->setFollowControl({[engine](bool on) { engine->followFreeMemory(on); }, [engine] { return followStatusOf(*engine); },
+                                [engine](const MemoryBudget& b) { return engine->setBudget(b); },
+                                [engine] { return engine->budget(); }});
     runtime_->set(rt);
     Q_EMIT modelReady(info_);
   } catch (const Cancelled&) {

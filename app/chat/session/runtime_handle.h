@@ -5,7 +5,7 @@
 // on ExpertRuntime). A reference taken keeps that runtime alive while it is used, even if the worker
 // replaces it meanwhile.
 // The handle also carries the engine's "follow free memory" control (Engine::followFreeMemory and
-// its BudgetFollower), which the engine owns, not the runtime: the worker sets it with the runtime
+// its BudgetFollower) and its budget (Engine::setBudget), which the engine owns, not the runtime: the worker sets it with the runtime
 // and clears it before the engine goes, and the handle calls it under its mutex, so a call from the
 // GUI thread either reaches the live engine or finds no model — never a destroyed one.
 // Thread-safety: every function from any thread. Cost: a mutex and a shared_ptr copy; the follow
@@ -33,10 +33,14 @@ struct FollowStatus {
   std::string error;                      // its last failed reading or move ("" when none)
 };
 
-// The engine's side of following, as the worker hands it over.
+// The engine's side of following and of the budget, as the worker hands it over.
 struct FollowControl {
   std::function<void(bool)> follow;             // Engine::followFreeMemory: throws zipmoe::Error
   std::function<FollowStatus()> status;
+  // Engine::setBudget: the runtime's budget, or the whole one while the local server serves
+  // within it. Throws zipmoe::Error.
+  std::function<uint64_t(const MemoryBudget&)> setBudget;
+  std::function<uint64_t()> budget;  // Engine::budget: the user's budget, as above
 };
 
 class RuntimeHandle {
@@ -68,6 +72,20 @@ class RuntimeHandle {
     if (!follow_.follow) return false;
     follow_.follow(on);
     return true;
+  }
+  // Moves the user's budget through the engine (FollowControl::setBudget); false when no model with
+  // a runtime is open. Throws what the engine throws (zipmoe::Error).
+  bool setBudget(const MemoryBudget& budget) {
+    std::lock_guard lock(mutex_);
+    if (!follow_.setBudget) return false;
+    follow_.setBudget(budget);
+    return true;
+  }
+  // The user's budget (FollowControl::budget); none when no model with a runtime is open.
+  std::optional<uint64_t> budget() const {
+    std::lock_guard lock(mutex_);
+    if (!follow_.budget) return std::nullopt;
+    return follow_.budget();
   }
   std::optional<FollowStatus> followStatus() const {
     std::lock_guard lock(mutex_);

@@ -61,6 +61,9 @@ void RuntimeMonitor::refresh() {
   }
   const uint64_t replansBefore = stats_.replans, failuresBefore = stats_.planFailures;
   stats_ = rt->stats();
+  // The page shows the user's budget: while the local server serves within it, the whole of it
+  // (the runtime's is then the experts' part).
+  if (const auto budget = handle_->budget()) stats_.budgetBytes = *budget;
   if (stats_.planFailures > failuresBefore)  // the runtime keeps its previous plan
     setError(tr("Replanning failed; the previous pool split stays in force: %1")
                  .arg(QString::fromStdString(stats_.lastPlanError)));
@@ -136,7 +139,10 @@ bool RuntimeMonitor::setBudget(double bytes) {
     setFollowingState(false, true);
   }
   try {
-    rt->setBudget(MemoryBudget::bytes(static_cast<uint64_t>(bytes)));
+    // Through the engine: while the local server serves within the budget, the slider moves the
+    // whole of it (experts, KV caches, activations).
+    const MemoryBudget budget = MemoryBudget::bytes(static_cast<uint64_t>(bytes));
+    if (!handle_->setBudget(budget)) rt->setBudget(budget);
   } catch (const Error& e) {
     setError(QString::fromUtf8(e.what()));
     if (wasFollowing) refresh();

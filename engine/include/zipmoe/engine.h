@@ -132,6 +132,23 @@ class Engine {
   // Throws zipmoe::Error when the machine's memory cannot be read. From any thread.
   void followFreeMemory(bool on);
   BudgetFollower* budgetFollower();  // null until following was asked for
+  // The user's budget (the app's slider, the follower's moves): the expert runtime's, or, while
+  // serving within the budget, the whole memory the generation core splits between the experts,
+  // the KV caches and the activations (below what that split needs, it becomes that minimum).
+  // Returns the bytes in effect. Throws zipmoe::Error as ExpertRuntime::setBudget and
+  // ServeScheduler::setMemoryBudget do, changing nothing. 0 without a runtime. From any thread.
+  uint64_t setBudget(const MemoryBudget& budget);
+  uint64_t budget() const;  // the user's budget in bytes, as above (0 without a runtime)
+  // Serving within the budget (the app's local server): on, what every request holds — its KV
+  // cache, the forward's activations — counts inside the user's budget and the experts get the rest
+  // (ServeScheduler::setMemoryBudget, with `zipmoe serve`'s step sizes, halved while a step's
+  // activations would take more than half of what the budget leaves beside the experts' minimum:
+  // prompts are prefilled in chunks), so HTTP clients cannot take memory beyond it; off, the experts get the whole budget
+  // back and a prompt is prefilled in one forward again. Waits for the generation core's next step
+  // boundary. Throws zipmoe::Error, changing nothing, when the budget cannot hold the activations
+  // and the runtime's minimum. No-op without a runtime. From any thread.
+  void serveWithinBudget(bool on);
+  bool servingWithinBudget() const;
 
  private:
   Engine() = default;
@@ -164,6 +181,10 @@ class Engine {
   std::shared_ptr<MemorySource> memorySource_;
   std::chrono::milliseconds followInterval_{250};
   std::unique_ptr<BudgetFollower> follower_;
+  // serveWithinBudget: the whole budget while on (setBudget moves it on the generation core).
+  mutable std::mutex budgetMutex_;
+  std::optional<uint64_t> wholeBudget_;
+  ServeScheduler::MemoryLimit withinBudget(uint64_t total) const;
 };
 
 }  // namespace zipmoe

@@ -18,6 +18,8 @@
 namespace zipmoe {
 namespace {
 
+int contextOf(const ModelConfig& c) { return c.maxPositionEmbeddings > 0 ? c.maxPositionEmbeddings : (1 << 30); }
+
 std::filesystem::path userCacheDir() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::filesystem::path(xdg) / "zipmoe";
   if (const char* home = std::getenv("HOME"); home && *home) return std::filesystem::path(home) / ".cache" / "zipmoe";
@@ -58,7 +60,7 @@ void Engine::followFreeMemory(bool on) {
   if (!runtime_) return;
   std::lock_guard lock(followerMutex_);
   if (follower_) {
-    if (on) follower_->budgetMovedTo(runtime_->stats().budgetBytes);
+    if (on) follower_->budgetMovedTo(budget());
     follower_->setEnabled(on);
     return;
   }
@@ -70,12 +72,72 @@ void Engine::followFreeMemory(bool on) {
   if (!memorySource_) memorySource_ = std::make_shared<ProcMemorySource>();
   const uint64_t start = BudgetFollower::initialBudget(memorySource_->read(), policy);
   std::shared_ptr<ExpertRuntime> rt = runtime_;
-  const uint64_t resolved = rt->setBudget(MemoryBudget::bytes(start).clamped());
+  const uint64_t resolved = setBudget(MemoryBudget::bytes(start).clamped());
+  // The follower stops before the engine goes (the destructor), so its moves may come back here.
   follower_ = std::make_unique<BudgetFollower>(
-      memorySource_, policy, resolved,
-      [rt](uint64_t bytes) { return rt->setBudget(MemoryBudget::bytes(bytes).clamped()); },
+      memorySource_, policy, resolved, [this](uint64_t bytes) { return setBudget(MemoryBudget::bytes(bytes).clamped()); },
       [rt] { return rt->stats().heldBytes; });
   follower_->start(followInterval_);
+}
+
+uint64_t Engine::budget() const {
+  if (!runtime_) return 0;
+  std::lock_guard lock(budgetMutex_);
+  return wholeBudget_ ? *wholeBudget_ : runtime_->stats().budgetBytes;
+}
+
+ServeScheduler::MemoryLimit Engine::withinBudget(uint64_t total) const {
+  // zipmoe serve's step sizes (a prompt whole in one forward would need activations for all its
+  // tokens, which no budget near the experts' can hold), halved while such a step's activations
+  // would take more than half of what the budget leaves beside the experts' minimum, down to twice
+  // the batch: a small budget keeps its room for experts and KV rather than for one large step.
+  const ServeOptions defaults;
+  const ModelConfig& c = model_->config();
+  const int batch = serveOptions_.maxBatch;
+  ServeScheduler::MemoryLimit limit{total, std::max(defaults.maxStepTokens, batch + 1), defaults.prefillChunk};
+  const uint64_t room = total > runtime_->minimumBudget() ? total - runtime_->minimumBudget() : 0;
+  while (limit.maxStepTokens / 2 > batch &&
+         serve::servingActivationBytes(c, limit.maxStepTokens, batch, contextOf(c), total, serveOptions_.expertFloorShare) >
+             room / 2) {
+    limit.maxStepTokens /= 2;
+    limit.prefillChunk = std::max(1, limit.prefillChunk / 2);
+  }
+  return limit;
+}
+
+uint64_t Engine::setBudget(const MemoryBudget& budget) {
+  if (!runtime_) return 0;
+  std::lock_guard lock(budgetMutex_);
+  if (!wholeBudget_) return runtime_->setBudget(budget);
+  // Below what the split needs, the budget becomes that minimum: the slider's and the follower's
+  // range is the runtime's, which leaves no room for the KV caches and activations.
+  const ModelConfig& c = model_->config();
+  const uint64_t total =
+      std::max(budget.resolve(0, runtime_->expertBytes()),
+               serve::minimumServingBudget(c, withinBudget(0).maxStepTokens, serveOptions_.maxBatch, contextOf(c),
+                                           runtime_->minimumBudget(), serveOptions_.expertFloorShare));
+  scheduler().setMemoryBudget(withinBudget(total));
+  wholeBudget_ = total;
+  return total;
+}
+
+void Engine::serveWithinBudget(bool on) {
+  if (!runtime_) return;
+  std::lock_guard lock(budgetMutex_);
+  if (on == wholeBudget_.has_value()) return;
+  if (on) {
+    const uint64_t total = runtime_->stats().budgetBytes;
+    scheduler().setMemoryBudget(withinBudget(total));
+    wholeBudget_ = total;
+  } else {
+    scheduler().setMemoryBudget(std::nullopt);  // the experts get the whole budget back
+    wholeBudget_.reset();
+  }
+}
+
+bool Engine::servingWithinBudget() const {
+  std::lock_guard lock(budgetMutex_);
+  return wholeBudget_.has_value();
 }
 
 BudgetFollower* Engine::budgetFollower() {
@@ -164,7 +226,7 @@ std::unique_ptr<Engine> Engine::open(const std::filesystem::path& dir, const Eng
       // what the split leaves the experts before any request (all but the activations' reserve), so
       // the model is planned once here, not again when the core starts.
       const ModelConfig config = parseModelConfig(*e->store_->manifest().config, (dir / "manifest.json").string());
-      const int context = config.maxPositionEmbeddings > 0 ? config.maxPositionEmbeddings : (1 << 30);
+      const int context = contextOf(config);
       const uint64_t total = options.serve.memoryBudget.resolve(0, e->store_->manifest().routedExpertBytes());
       const serve::MemorySplit split(total,
                                      serve::servingActivationBytes(config, options.serve.maxStepTokens,

@@ -52,6 +52,20 @@ uint64_t servingActivationBytes(const ModelConfig& c, int stepTokens, int maxBat
   return activationBytes(c, stepTokens, 2 * maxBatch, static_cast<int>(longest));
 }
 
+uint64_t minimumServingBudget(const ModelConfig& c, int stepTokens, int maxBatch, int context, uint64_t expertMinimum,
+                              double expertFloorShare) {
+  // The reserve grows with the budget (a longer context fits), more slowly than the budget: a few
+  // rounds reach the fixed point from below.
+  uint64_t total = activationBytes(c, stepTokens, 2 * maxBatch, 1) + expertMinimum + 1;
+  for (int round = 0; round < 16; ++round) {
+    const uint64_t need =
+        servingActivationBytes(c, stepTokens, maxBatch, context, total, expertFloorShare) + expertMinimum + 1;
+    if (need <= total) break;
+    total = need;
+  }
+  return total;
+}
+
 MemorySplit::MemorySplit(uint64_t total, uint64_t activations, uint64_t expertMinimum, double expertFloorShare)
     : total_(total), activations_(activations) {
   if (!(expertFloorShare >= 0.0 && expertFloorShare <= 1.0))

@@ -11,6 +11,7 @@
 // Thread-safety: none (the scheduler's engine thread). Cost: O(1).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -37,6 +38,11 @@ uint64_t minKvBytesPerToken(const ModelConfig& config);
 uint64_t servingActivationBytes(const ModelConfig& config, int stepTokens, int maxBatch, int context, uint64_t total,
                                 double expertFloorShare);
 
+// The smallest budget a MemorySplit of servingActivationBytes and `expertMinimum` accepts (a few
+// bytes above it at most).
+uint64_t minimumServingBudget(const ModelConfig& config, int stepTokens, int maxBatch, int context,
+                              uint64_t expertMinimum, double expertFloorShare);
+
 class MemorySplit {
  public:
   MemorySplit() = default;  // no budget: everything fits
@@ -49,10 +55,12 @@ class MemorySplit {
   uint64_t activations() const { return activations_; }
   uint64_t kv() const { return kv_; }
   uint64_t expertFloor() const { return floor_; }
-  // What the experts get with the KV cache at its current size.
-  uint64_t experts() const { return limited() ? total_ - activations_ - kv_ : 0; }
+  // What the experts get with the KV cache at its current size; their floor while the KV holds more
+  // than kvLimit (a budget lowered below what live requests held).
+  uint64_t experts() const { return limited() ? total_ - activations_ - std::min(kv_, kvLimit()) : 0; }
   // The most KV bytes the split allows (experts at their floor).
   uint64_t kvLimit() const { return limited() ? total_ - activations_ - floor_ : UINT64_MAX; }
+  uint64_t kvRoom() const { return kvLimit() - std::min(kv_, kvLimit()); }  // what more KV fits
   bool fits(uint64_t moreKv) const { return !limited() || kv_ + moreKv <= kvLimit(); }
   // REQUIRES: fits(bytes) for add.
   void addKv(uint64_t bytes) { kv_ += bytes; }

@@ -27,15 +27,12 @@ ServeScheduler::Loop::Loop(MoeModel& m, const Tokenizer& t, const ChatTemplate* 
   context = c.maxPositionEmbeddings > 0 ? c.maxPositionEmbeddings : (1 << 30);
   kvPerToken = model.kvBytesPerToken();
   footprint = serve::BatchFootprint(layers, experts);
+  stepTokens = options.maxStepTokens;
+  prefillChunk = options.prefillChunk;
   if (options.memoryBudget.isSet()) {
-    if (!runtime)
-      throw Error("serve: a memory budget needs the expert runtime (a ZipMoE store opened with --budget); "
-                  "with every expert resident there is nothing to split");
+    if (!runtime) throw Error(noRuntimeForBudget());
     const uint64_t total = options.memoryBudget.resolve(0, runtime->expertBytes());
-    split = serve::MemorySplit(total,
-                               serve::servingActivationBytes(c, options.maxStepTokens, options.maxBatch, context, total,
-                                                             options.expertFloorShare),
-                               runtime->minimumBudget(), options.expertFloorShare);
+    split = makeSplit(total, stepTokens);
     expertBudget = split.experts();
     // An engine opened with this budget (EngineOptions::serve) planned the experts' part already.
     if (runtime->stats().budgetBytes != expertBudget) {
@@ -53,6 +50,50 @@ ServeScheduler::Loop::Loop(MoeModel& m, const Tokenizer& t, const ChatTemplate* 
 }
 
 // ---- memory ----------------------------------------------------------------------------------
+
+std::string ServeScheduler::Loop::noRuntimeForBudget() {
+  return "serve: a memory budget needs the expert runtime (a ZipMoE store opened with --budget); "
+         "with every expert resident there is nothing to split";
+}
+
+serve::MemorySplit ServeScheduler::Loop::makeSplit(uint64_t total, int tokens) const {
+  return serve::MemorySplit(total,
+                            serve::servingActivationBytes(model.config(), tokens, options.maxBatch, context, total,
+                                                          options.expertFloorShare),
+                            runtime->minimumBudget(), options.expertFloorShare);
+}
+
+void ServeScheduler::Loop::applyLimit(const std::optional<MemoryLimit>& limit) {
+  if (!limit) {
+    if (!split.limited()) return;
+    // The experts get the whole budget back; the KV held is counted on, unlimited.
+    const uint64_t total = split.total(), kv = split.kv();
+    split = serve::MemorySplit();
+    split.addKv(kv);
+    stepTokens = options.maxStepTokens;
+    prefillChunk = options.prefillChunk;
+    runtime->setBudget(MemoryBudget::bytes(total).clamped());
+    expertBudget = 0;
+    counters.budgetBytes = 0;
+    return;
+  }
+  if (!runtime) throw Error(noRuntimeForBudget());
+  if (limit->prefillChunk < 1) throw Error("serve: prefill chunk must be >= 1, got " + std::to_string(limit->prefillChunk));
+  if (limit->maxStepTokens <= options.maxBatch)
+    throw Error("serve: max step tokens (" + std::to_string(limit->maxStepTokens) + ") must exceed max batch (" +
+                std::to_string(options.maxBatch) + ")");
+  serve::MemorySplit next = makeSplit(limit->totalBytes, limit->maxStepTokens);
+  next.addKv(split.kv());
+  split = next;
+  stepTokens = limit->maxStepTokens;
+  prefillChunk = limit->prefillChunk;
+  counters.budgetBytes = split.total();
+  counters.peakUsedBytes = 0;
+  counters.overBudgetSteps = 0;
+  makeRoom(0, std::nullopt);  // cached conversations go until the KV fits, where they can
+  expertBudget = runtime->stats().budgetBytes;
+  followSplit(true);
+}
 
 // Moves the runtime's budget to what the split leaves the experts. A shrink waits until the new
 // plan is applied (the pools evicted down to it) so that the KV memory about to be allocated is
@@ -189,7 +230,7 @@ ServeScheduler::Loop::Admit ServeScheduler::Loop::admit(serve::Waiting& w) {
     w.ticket->fail(ApiError(400, "invalid_request_error",
                             "The request needs " + std::to_string(extra) + " bytes of KV cache (" +
                                 std::to_string(need) + " tokens), more than the memory budget leaves beside the "
-                                "experts' floor (" + std::to_string(split.kvLimit() - split.kv()) + " bytes).",
+                                "experts' floor (" + std::to_string(split.kvRoom()) + " bytes).",
                             "max_tokens", "insufficient_memory"));
     return Admit::Failed;
   }

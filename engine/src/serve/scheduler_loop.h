@@ -81,6 +81,12 @@ struct ServeScheduler::Shared {
   std::vector<uint64_t> forgotten;  // cache owners whose sequences go (forget())
   bool stopping = false;
   bool wake = false;  // a ticket was cancelled, stopped, paused or resumed
+  // setMemoryBudget: the newest limit asked for (taken by the engine thread), how many were asked
+  // for and applied, and the last one's error ("" when it was applied).
+  std::optional<std::optional<MemoryLimit>> limit;
+  uint64_t limitsAsked = 0, limitsApplied = 0;
+  std::string limitError;
+  std::condition_variable limitApplied;
   uint64_t nextId = 1;
   ServeCounters counters;
 };
@@ -96,6 +102,8 @@ struct ServeScheduler::Loop {
   uint64_t kvPerToken = 0;
   serve::MemorySplit split;
   uint64_t expertBudget = 0;  // what the runtime was last set to (budgeted mode)
+  // Tokens of one forward and of one prompt chunk: the options', or a live MemoryLimit's.
+  int stepTokens = 0, prefillChunk = 0;
   serve::BatchFootprint footprint;
   uint64_t step = 0;
   std::deque<serve::Waiting> waiting;
@@ -112,6 +120,11 @@ struct ServeScheduler::Loop {
 
   // ---- memory and the cache of finished conversations (scheduler_admission.cpp) ----
   void followSplit(bool force);
+  // A limit from setMemoryBudget (the split rebuilt around the KV held); throws zipmoe::Error,
+  // changing nothing, for one it cannot hold.
+  void applyLimit(const std::optional<MemoryLimit>& limit);
+  serve::MemorySplit makeSplit(uint64_t total, int tokens) const;  // REQUIRES: runtime
+  static std::string noRuntimeForBudget();
   void releaseSequence(MoeModel::SequenceId seq, int64_t capacity);
   void evictCached(size_t i);
   bool makeRoom(uint64_t bytes, std::optional<MoeModel::SequenceId> keep);

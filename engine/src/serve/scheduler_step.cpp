@@ -152,12 +152,12 @@ bool ServeScheduler::Loop::runStep() {
   // does not fit waits for the next forward, and the ones behind it too, in order): its tokens then
   // go through the same products alone or batched (batch invariance, model/linear.h). The decode
   // tokens (at most maxBatch) always leave room for one chunk.
-  const size_t chunkLimit = static_cast<size_t>(std::min(options.prefillChunk, options.maxStepTokens - options.maxBatch));
+  const size_t chunkLimit = static_cast<size_t>(std::min(prefillChunk, stepTokens - options.maxBatch));
   for (const auto& r : live) {
     if (r->state != Live::State::Prefilling || r->done) continue;
     const size_t done = r->seqTokens.size();
     const int chunk = static_cast<int>(std::min(r->prompt.size() - done, chunkLimit));
-    if (chunk > options.maxStepTokens - tokens && !steps.empty()) break;
+    if (chunk > stepTokens - tokens && !steps.empty()) break;
     steps.push_back({r->seq, std::vector<int32_t>(r->prompt.begin() + static_cast<std::ptrdiff_t>(done),
                                                   r->prompt.begin() + static_cast<std::ptrdiff_t>(done) + chunk)});
     members.push_back(r.get());

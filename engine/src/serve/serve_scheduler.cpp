@@ -102,12 +102,23 @@ uint64_t ServeScheduler::newCacheOwner() {
   return next.fetch_add(1);
 }
 
+void ServeScheduler::setMemoryBudget(std::optional<MemoryLimit> limit) {
+  std::unique_lock lock(shared_->mutex);
+  if (shared_->stopping) return;
+  shared_->limit = limit;
+  const uint64_t ticket = ++shared_->limitsAsked;
+  shared_->cv.notify_all();
+  shared_->limitApplied.wait(lock, [&] { return shared_->limitsApplied >= ticket || shared_->stopping; });
+  if (shared_->limitsApplied == ticket && !shared_->limitError.empty()) throw Error(shared_->limitError);
+}
+
 void ServeScheduler::stop() {
   {
     std::lock_guard lock(shared_->mutex);
     shared_->stopping = true;
   }
   shared_->cv.notify_all();
+  shared_->limitApplied.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -130,16 +141,37 @@ void ServeScheduler::run() {
   for (;;) {
     std::deque<std::pair<std::shared_ptr<RequestTicket>, GenerationRequest>> arrived;
     std::vector<uint64_t> forgotten;
+    std::optional<std::optional<MemoryLimit>> limit;
+    uint64_t limitTicket = 0;
     {
       std::unique_lock lock(shared_->mutex);
       const bool work = !idle && (!e.live.empty() || !e.waiting.empty());
       shared_->cv.wait(lock, [&] {
-        return shared_->stopping || work || shared_->wake || !shared_->inbox.empty() || !shared_->forgotten.empty();
+        return shared_->stopping || work || shared_->wake || !shared_->inbox.empty() || !shared_->forgotten.empty() ||
+               shared_->limit;
       });
       if (shared_->stopping) break;
       shared_->wake = false;
       arrived.swap(shared_->inbox);
       forgotten.swap(shared_->forgotten);
+      limit.swap(shared_->limit);
+      limitTicket = shared_->limitsAsked;
+    }
+    if (limit) {
+      // A new budget before anything else of this boundary, so that admission sees it.
+      std::string error;
+      try {
+        e.applyLimit(*limit);
+      } catch (const std::exception& ex) {
+        error = ex.what();
+      }
+      e.publish();  // the caller reads the new budget in the counters once this returns
+      {
+        std::lock_guard lock(shared_->mutex);
+        shared_->limitsApplied = limitTicket;
+        shared_->limitError = error;
+      }
+      shared_->limitApplied.notify_all();
     }
     for (auto& [ticket, request] : arrived)
       e.waiting.push_back({std::move(ticket), std::move(request), e.step, serve::Clock::now()});

@@ -2,7 +2,8 @@
 // the demo model: it serves the loaded model on loopback with a generated key (curl gets 401
 // without it and a reply with it), the app's own chat goes on meanwhile (through the same
 // scheduler), the server's requests reach the schedule chart like the app's own (the runtime's
-// trace), and switching off stops it.
+// trace), they run within the app's budget (experts + KV + activations, /health's memory), and
+// switching off stops it and gives the experts the whole budget back.
 #include <QProcess>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -63,11 +64,21 @@ class TestLocalServer : public QObject {
     c.openModel();
     QTRY_VERIFY_WITH_TIMEOUT(c.modelState() != "loading", kTimeoutMs);
     QCOMPARE(c.modelState(), QStringLiteral("ready"));
+    c.runtime()->refresh();
+    const double appBudget = c.runtime()->budgetBytes();
+    QVERIFY(appBudget > 0);
     server.setEnabled(true);
     QTRY_VERIFY_WITH_TIMEOUT(!server.busy(), kTimeoutMs);
     QVERIFY2(server.running(), qPrintable(server.error()));
     QVERIFY(server.url().startsWith("http://127.0.0.1:"));
     QVERIFY(server.apiKey().size() >= 32);
+    // The server runs within the app's budget: it is the whole memory of serving (experts, KV
+    // caches, activations), and the budget page still shows the user's figure.
+    const QString health = server.url().chopped(3) + "/health";
+    const auto memory = [&] { return nlohmann::json::parse(curl({health}).body.toStdString())["memory"]; };
+    QCOMPARE(memory()["budget_bytes"].get<double>(), appBudget);
+    c.runtime()->refresh();
+    QCOMPARE(c.runtime()->budgetBytes(), appBudget);
 
     QCOMPARE(curl({server.url() + "/models"}).code, 401);
     c.runtime()->refresh();
@@ -81,6 +92,10 @@ class TestLocalServer : public QObject {
     QCOMPARE(r.code, 200);
     const auto j = nlohmann::json::parse(r.body.toStdString());
     QVERIFY(j["usage"]["completion_tokens"].get<int>() > 0);
+    const auto used = memory();
+    QVERIFY(used["peak_used_bytes"].get<double>() > 0);
+    QVERIFY(used["peak_used_bytes"].get<double>() <= appBudget);
+    QCOMPARE(used["over_budget_steps"].get<int>(), 0);
     // The server's request ran on the app's expert runtime: the schedule chart shows it.
     c.runtime()->refresh();
     QVERIFY(c.timeline()->eventCount() > 0);
@@ -95,6 +110,8 @@ class TestLocalServer : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(!server.busy(), kTimeoutMs);
     QVERIFY(!server.running());
     QVERIFY(server.url().isEmpty());
+    c.runtime()->refresh();
+    QCOMPARE(c.runtime()->budgetBytes(), appBudget);  // the experts have the whole of it again
     // And the app still chats on its own.
     QVERIFY(c.send("And of my lady?"));
     QVERIFY(finished.wait(kTimeoutMs));

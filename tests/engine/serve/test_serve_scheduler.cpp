@@ -4,7 +4,8 @@
 // conversation's next turn reuses its cached prefix and answers as if prefilled from scratch; a
 // cancelled request's sequence is freed; under a memory budget (a ZipMoE store with its expert
 // runtime) experts + KV capacity + activations stay within the budget at every step, admission
-// waits for memory, and a request that can never fit is refused naming max_tokens.
+// waits for memory, and a request that can never fit is refused naming max_tokens; a budget set
+// while the core runs (the app's local server) holds from the next step.
 //
 // No tolerance: a token's products, norms and attention do not depend on the other requests of a
 // forward nor on how its prompt's chunks of at most kMaxGemvRows tokens were cut (model/linear.h,
@@ -14,6 +15,7 @@
 #include <QtTest>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -408,6 +410,74 @@ class TestServeScheduler : public QObject {
     QCOMPARE(rt.stats().budgetBytes, opened.budgetBytes);
     QVERIFY(drain(*core.submit(completion("ROMEO:", 4))).finished);  // then the budget follows requests
     QCOMPARE(core.counters().budgetBytes, total);
+  }
+
+  // The app's local server (Engine::serveWithinBudget): the engine's core, started without a memory
+  // budget, takes the user's budget as the whole memory of serving while it runs — from the next
+  // step on, experts + KV capacity + activations stay within it at every step and the runtime holds
+  // the experts' part; the slider's moves (Engine::setBudget) move the whole of it; off, the runtime
+  // gets the whole budget back. Replies are the same tokens throughout (the budget is lossless).
+  void aBudgetSetWhileServingHoldsFromTheNextStep() {
+    const auto store = dir_ / "store";
+    if (!std::filesystem::exists(store / "manifest.json")) convertCheckpoint(demoModel(), store, ConvertOptions{});
+    EngineOptions eo;
+    eo.runtime = RuntimeOptions{};
+    eo.runtime->budget = MemoryBudget::shareOfExperts(0.9);
+    eo.profileSamples = 4;
+    std::atomic<int> limitedSteps{0}, violations{0};
+    eo.serve.onStep = [&](const StepReport& r) {
+      if (r.totalBudgetBytes == 0) return;
+      ++limitedSteps;
+      if (r.expertHeldBytes + r.kvCapacityBytes + r.activationBytes > r.totalBudgetBytes) ++violations;
+    };
+    auto engine = Engine::open(store, eo);
+    ExpertRuntime& rt = *engine->runtime();
+    rt.waitForPlan();
+    const uint64_t budget = rt.stats().budgetBytes;
+    QCOMPARE(engine->budget(), budget);
+    ServeScheduler& core = engine->scheduler();
+    const Outcome before = drain(*core.submit(completion("ROMEO:", 16)));
+    QVERIFY(before.finished);
+    QCOMPARE(limitedSteps.load(), 0);
+
+    engine->serveWithinBudget(true);
+    QVERIFY(engine->servingWithinBudget());
+    QCOMPARE(engine->budget(), budget);
+    QCOMPARE(core.counters().budgetBytes, budget);
+    QVERIFY2(rt.stats().budgetBytes < budget, "the experts kept the whole budget beside the activations");
+    std::vector<std::shared_ptr<RequestTicket>> tickets;
+    for (const auto& p : kPrompts) tickets.push_back(core.submit(completion(p, 24)));
+    for (auto& t : tickets) QVERIFY(drain(*t).finished);
+    const Outcome within = drain(*core.submit(completion("ROMEO:", 16)));
+    QVERIFY(within.finished);
+    QCOMPARE(within.info.tokens, before.info.tokens);
+    QVERIFY(limitedSteps.load() > 0);
+    QCOMPARE(violations.load(), 0);
+
+    // The slider moves the whole budget; below what the split needs it becomes that minimum.
+    const uint64_t lower = budget * 7 / 8;
+    QCOMPARE(engine->setBudget(MemoryBudget::bytes(lower)), lower);
+    QCOMPARE(engine->budget(), lower);
+    QCOMPARE(core.counters().budgetBytes, lower);
+    QVERIFY(rt.stats().budgetBytes < lower);
+    QVERIFY(drain(*core.submit(completion("JULIET:", 24))).finished);
+    QCOMPARE(violations.load(), 0);
+    QVERIFY(engine->setBudget(MemoryBudget::bytes(1)) > rt.minimumBudget());
+    QVERIFY(engine->setBudget(MemoryBudget::bytes(lower)) == lower);
+
+    // Off: the experts get the whole budget back, and the slider moves the runtime's again.
+    engine->serveWithinBudget(false);
+    QVERIFY(!engine->servingWithinBudget());
+    rt.waitForPlan();
+    QCOMPARE(rt.stats().budgetBytes, lower);
+    QCOMPARE(engine->budget(), lower);
+    QCOMPARE(engine->setBudget(MemoryBudget::bytes(budget)), budget);
+    rt.waitForPlan();
+    QCOMPARE(rt.stats().budgetBytes, budget);
+    const int stepsWithin = limitedSteps.load();
+    const Outcome after = drain(*core.submit(completion("ROMEO:", 16)));
+    QCOMPARE(after.info.tokens, before.info.tokens);
+    QCOMPARE(limitedSteps.load(), stepsWithin);
   }
 
   void budgetHoldsAtEveryStep_data() {

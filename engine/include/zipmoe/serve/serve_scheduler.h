@@ -150,7 +150,9 @@ struct ServeCounters {
   // --prompt-cache: requests started from a file on disk, and the prompt tokens those files held.
   uint64_t promptCacheHits = 0, promptCacheTokens = 0;
   // Memory (with a budget): the most experts + KV capacity + activations held after any step, and
-  // the steps after which that sum exceeded the budget (0 unless the accounting is broken).
+  // the steps after which that sum exceeded the budget — since the budget was last set
+  // (setMemoryBudget restarts both): 0 unless the accounting is broken, or a budget was lowered
+  // below what live requests already held.
   uint64_t budgetBytes = 0, peakUsedBytes = 0, overBudgetSteps = 0;
 };
 
@@ -232,6 +234,26 @@ class ServeScheduler {
   void stop();
   ServeCounters counters() const;
   const ServeOptions& options() const { return options_; }
+
+  // A memory budget set while the scheduler runs: the whole memory of serving (experts + KV +
+  // activations, ServeOptions::memoryBudget's meaning) in bytes, with forward steps of at most
+  // `maxStepTokens` tokens and prompts prefilled `prefillChunk` tokens at a time (the activation
+  // reserve is what such a step needs).
+  struct MemoryLimit {
+    uint64_t totalBytes = 0;
+    int maxStepTokens = 256;
+    int prefillChunk = 128;
+  };
+  // From now on, serving's memory is `limit`; nullopt: no budget (the options' step sizes again),
+  // and the expert runtime gets the whole of the last budget back. The app's local server runs
+  // within the app's budget this way (Engine::serveWithinBudget). The engine thread applies it at
+  // its next step boundary and this call returns once it has (at once when the scheduler has
+  // stopped). KV already held stays: cached conversations are freed until the KV fits the new
+  // room; while live requests hold more, admission waits and the experts stay at their floor.
+  // Throws zipmoe::Error, changing nothing, without a runtime, for steps that cannot hold the
+  // batch, or for a budget that cannot hold the activations and the runtime's minimum. From any
+  // thread but the engine thread (not from ServeOptions::onStep).
+  void setMemoryBudget(std::optional<MemoryLimit> limit);
   // The prompt ids `request` would run: rendered, fitted to the context window and encoded as its
   // admission does them (count_tokens, a stream's announced input tokens). From any thread (the
   // tokenizer and template are const). Throws ApiError (400 naming the field) where admission would
