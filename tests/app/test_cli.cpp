@@ -835,6 +835,20 @@ class TestCli : public QObject {
     QVERIFY2(r.err.contains("--budget 5%") && r.err.contains("below the minimum") && r.err.contains("% of its"), qPrintable(r.err));
   }
 
+  // zipmoe serve --budget whose forward activations leave the experts less than the runtime's
+  // minimum (the demo model at 60 %, 256-token steps): refused at start, naming the budget, the
+  // activations and --step-tokens, not a budget the user never gave.
+  void aServingBudgetTooSmallForItsStepsNamesStepTokens() {
+    TempDir tmp;
+    Run r = runCli({"convert", QStringLiteral(ZIPMOE_SOURCE_DIR "/resources/demo-model"), path(tmp / "store")});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    const QStringList serve = {"serve", path(tmp / "store"), "--port", "0", "--budget", "60%", "--no-history"};
+    r = runCli(serve);
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.err.contains("activations") && r.err.contains("--step-tokens") && r.err.contains("15099494"),
+             qPrintable(r.err));
+  }
+
 #ifdef ZIPMOE_CHAT_APP_PATH
   // zipmoe-chat --model DIR with a DIR that is missing or not a model says so and exits non-zero,
   // before any window, instead of opening the demo model; other bad options too.

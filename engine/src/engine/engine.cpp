@@ -233,7 +233,10 @@ std::unique_ptr<Engine> Engine::open(const std::filesystem::path& dir, const Eng
                                                                    options.serve.maxBatch, context, total,
                                                                    options.serve.expertFloorShare),
                                      0, options.serve.expertFloorShare);
-      runtimeOptions.budget = MemoryBudget::bytes(split.experts());
+      // Clamped: experts' part below the runtime's minimum (not known before it opens) opens it at
+      // that minimum, and the core's split then refuses the budget naming the activations and
+      // --step-tokens, rather than the runtime naming a budget the user never gave.
+      runtimeOptions.budget = MemoryBudget::bytes(split.experts()).clamped();
     }
     if (options.persistHistory) {
       e->storeIdentity_ = storeIdentity(*e->store_);
